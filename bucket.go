@@ -1,0 +1,276 @@
+package polite
+
+import (
+	"container/list"
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// maxPause bounds how long a server pause is kept, so that a hostile or
+// broken Retry-After cannot block a key for longer.
+const maxPause = time.Hour
+
+// keyState is the pacing state of one key: its token bucket, the calls
+// waiting for a token, and the pause its server asked for.
+//
+// Calls that find no token wait in a FIFO queue and take their token only
+// when it is their turn and the token is there. Unlike waiting on an
+// x/time/rate Reservation, which books a future instant, a call that gives
+// up leaves nothing behind: the calls queued after it move up at once.
+type keyState struct {
+	limiter *rate.Limiter // the token arithmetic; nil when no local rate is set
+
+	// mu guards the fields below, and orders token taking with the queue.
+	mu          sync.Mutex
+	pausedUntil time.Time // the server asked for no request before this instant
+	queue       list.List // of *waiter, in arrival order
+}
+
+// waiter is a call queued for a token. Its wake channel is signalled when it
+// becomes the head of the queue.
+type waiter struct {
+	wake chan struct{}
+}
+
+// pauseLeft returns how long the key stays paused after now; 0 if it is not.
+func (ks *keyState) pauseLeft(now time.Time) time.Duration {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.pauseLeftLocked(now)
+}
+
+// pauseLeftLocked is pauseLeft; it requires ks.mu held.
+func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
+	return max(ks.pausedUntil.Sub(now), 0)
+}
+
+// pause extends the key's pause to until; a shorter pause never cuts a
+// longer one.
+func (ks *keyState) pause(until time.Time) {
+	ks.mu.Lock()
+	if until.After(ks.pausedUntil) {
+		ks.pausedUntil = until
+	}
+	ks.mu.Unlock()
+}
+
+// turnWait returns how long after at the n-th call in line would get its
+// token, if no call gave up meanwhile. It requires ks.mu held.
+func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
+	if ks.limiter == nil {
+		return 0
+	}
+	missing := float64(n) - ks.limiter.TokensAt(at)
+	if missing <= 0 {
+		return 0
+	}
+	secs := math.Ceil(missing / float64(ks.limiter.Limit()) * 1e9)
+	if secs >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(secs)
+}
+
+// nextTurnWait returns how long a call arriving at instant at would wait for
+// its pause and its token. It is an estimate for deciding whether a retry
+// fits before a deadline.
+func (ks *keyState) nextTurnWait(at time.Time) (pause, turn time.Duration) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.pauseLeftLocked(at), ks.turnWaitLocked(at, ks.queue.Len()+1)
+}
+
+// leave removes a waiter from the queue, and wakes the next head if it was
+// the head.
+func (ks *keyState) leave(e *list.Element) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.removeLocked(e)
+}
+
+// removeLocked removes e from the queue and wakes the new head if e was the
+// head. It requires ks.mu held.
+func (ks *keyState) removeLocked(e *list.Element) {
+	wasHead := ks.queue.Front() == e
+	ks.queue.Remove(e)
+	if head := ks.queue.Front(); wasHead && head != nil {
+		select {
+		case head.Value.(*waiter).wake <- struct{}{}:
+		default: // already signalled
+		}
+	}
+}
+
+// registry maps keys to their state. Without a local rate, a key gets a
+// state only when its server asks for a pause.
+type registry struct {
+	perSecond float64 // 0: no local limit
+	burst     int
+
+	// mu guards the fields below.
+	mu   sync.RWMutex
+	keys map[string]*keyState
+}
+
+func newRegistry(perSecond float64, burst int) *registry {
+	return &registry{perSecond: perSecond, burst: burst, keys: make(map[string]*keyState)}
+}
+
+// lookup returns the state of key, creating it when a local rate needs one;
+// it returns nil for a key that needs no state yet.
+func (r *registry) lookup(key string) *keyState {
+	r.mu.RLock()
+	ks := r.keys[key]
+	r.mu.RUnlock()
+	if ks != nil || r.perSecond == 0 {
+		return ks
+	}
+	return r.ensure(key)
+}
+
+// ensure returns the state of key, creating it if needed.
+func (r *registry) ensure(key string) *keyState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := r.keys[key]
+	if ks == nil {
+		ks = &keyState{}
+		if r.perSecond > 0 {
+			ks.limiter = rate.NewLimiter(rate.Limit(r.perSecond), r.burst)
+		}
+		r.keys[key] = ks
+	}
+	return ks
+}
+
+// admit returns when the call may send its next attempt: once any server
+// pause of its key is over and, with a local rate, the key's bucket has
+// given it a token. It refuses at once, with a *ThrottledError, a wait that
+// would end after the context deadline or a server pause longer than the
+// Transport allows. If the context is done while the call waits, it
+// returns the context's cause, having taken no token.
+func (c *call) admit() error {
+	ks := c.t.keys.lookup(c.key)
+	switch {
+	case ks == nil:
+		return nil
+	case ks.limiter == nil:
+		return c.waitPause(ks)
+	}
+	now := time.Now()
+	ks.mu.Lock()
+	pause := ks.pauseLeftLocked(now)
+	if pause == 0 && ks.queue.Len() == 0 && ks.limiter.AllowN(now, 1) {
+		ks.mu.Unlock()
+		return nil
+	}
+	turn := ks.turnWaitLocked(now, ks.queue.Len()+1)
+	ks.mu.Unlock()
+	if err := c.refuseWait(pause, turn, now); err != nil {
+		return err
+	}
+	c.waiting(max(pause, turn), pause >= turn)
+	return c.waitTurn(ks)
+}
+
+// waitTurn queues the call for a token of ks and returns when it has one.
+// The head of the queue sleeps until the key's pause is over and a token
+// is there; the others sleep until they become the head.
+func (c *call) waitTurn(ks *keyState) error {
+	w := &waiter{wake: make(chan struct{}, 1)}
+	ks.mu.Lock()
+	e := ks.queue.PushBack(w)
+	ks.mu.Unlock()
+	for {
+		var (
+			now         = time.Now()
+			pause, turn time.Duration
+			sleepFor    = time.Duration(-1) // not the head: until woken
+		)
+		ks.mu.Lock()
+		if ks.queue.Front() == e {
+			pause = ks.pauseLeftLocked(now)
+			if pause == 0 && ks.limiter.AllowN(now, 1) {
+				ks.removeLocked(e)
+				ks.mu.Unlock()
+				return nil
+			}
+			turn = ks.turnWaitLocked(now, 1)
+			sleepFor = max(pause, turn, time.Nanosecond)
+		}
+		ks.mu.Unlock()
+		if sleepFor >= 0 {
+			// The head's wait can have grown since the call queued: the
+			// server paused the key. It never sleeps past the deadline.
+			if err := c.refuseWait(pause, turn, now); err != nil {
+				ks.leave(e)
+				return err
+			}
+		}
+		if err := sleepOrWake(c.ctx, sleepFor, w.wake); err != nil {
+			ks.leave(e)
+			return err
+		}
+	}
+}
+
+// waitPause returns when the server pause of the key, if any, is over. It
+// serves keys without a local rate, whose calls need no queue.
+func (c *call) waitPause(ks *keyState) error {
+	for {
+		now := time.Now()
+		left := ks.pauseLeft(now)
+		if left == 0 {
+			return nil
+		}
+		if err := c.refuse(left, now, true); err != nil {
+			return err
+		}
+		c.waiting(left, true)
+		if err := sleep(c.ctx, left); err != nil {
+			return err
+		}
+		// Loop: the pause may have been extended meanwhile.
+	}
+}
+
+// refuseWait applies refuse to a wait made of a server pause and a turn for
+// a token, which run at the same time.
+func (c *call) refuseWait(pause, turn time.Duration, now time.Time) error {
+	if pause > c.t.cfg.maxRetryAfter {
+		return c.refuse(pause, now, true)
+	}
+	return c.refuse(max(pause, turn), now, pause >= turn && pause > 0)
+}
+
+// sleep waits for d or until ctx is done, whichever comes first, and then
+// returns nil or the context's cause.
+func sleep(ctx context.Context, d time.Duration) error {
+	return sleepOrWake(ctx, max(d, 0), nil)
+}
+
+// sleepOrWake waits for d (forever if d < 0), for a signal on wake, or until
+// ctx is done, and then returns nil or the context's cause.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	if d == 0 {
+		return context.Cause(ctx)
+	}
+	var timeout <-chan time.Time
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case <-timeout:
+		return nil
+	case <-wake:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,100 @@
+package polite
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// What is retried: which requests may be sent again, and which failures
+// are worth it.
+
+// replayable reports whether the request may be sent more than once: its
+// method is idempotent (or it carries an idempotency key, or the Transport
+// retries non-idempotent requests), and its body, if any, can be rebuilt.
+func (c *call) replayable() bool {
+	req := c.req
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	if c.t.cfg.retryUnsafe {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	// As net/http, a key present with a nil value counts.
+	_, ok := req.Header["Idempotency-Key"]
+	if !ok {
+		_, ok = req.Header["X-Idempotency-Key"]
+	}
+	return ok
+}
+
+// retryableStatus reports whether a response status is worth retrying.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryableError reports whether a transport error may pass if the request
+// is sent again, and whether it is a timeout. Errors are classified by
+// type, never by message; an error polite does not know is not retried.
+func retryableError(err error) (retry, timeout bool) {
+	if isTLSError(err) {
+		return false, false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false, false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.IsTimeout || dnsErr.IsTemporary, dnsErr.IsTimeout
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true, true
+	}
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, net.ErrClosed), errors.As(err, &opErr):
+		return true, false
+	}
+	return false, false
+}
+
+// isTLSError reports whether err comes from TLS: a handshake or certificate
+// failure that sending again will not cure.
+func isTLSError(err error) bool {
+	var (
+		verifyErr  *tls.CertificateVerificationError
+		recordErr  tls.RecordHeaderError
+		alertErr   tls.AlertError
+		echErr     *tls.ECHRejectionError
+		authErr    x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		opErr      *net.OpError
+	)
+	if errors.As(err, &verifyErr) || errors.As(err, &recordErr) || errors.As(err, &alertErr) ||
+		errors.As(err, &echErr) || errors.As(err, &authErr) || errors.As(err, &hostErr) ||
+		errors.As(err, &invalidErr) {
+		return true
+	}
+	// crypto/tls reports alerts as *net.OpError with these operations.
+	return errors.As(err, &opErr) && (opErr.Op == "remote error" || opErr.Op == "local error")
+}

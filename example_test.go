@@ -1,0 +1,164 @@
+package polite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/politehttp/polite"
+)
+
+// The quick start: wrap the client's transport. Here the server is a local
+// one; in real use it is the API you call.
+func Example() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: polite.New(nil,
+		polite.WithRate(10, 5),    // at most 10 requests a second per host, in bursts of up to 5
+		polite.WithMaxAttempts(3), // one try and at most two retries
+	)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	// Output: 200 OK hello
+}
+
+// busyOnce answers 503 with Retry-After: 0 to the first request, then 200.
+// It stands for a server in the examples below.
+func busyOnce() http.RoundTripper {
+	calls := 0
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		calls++
+		if calls == 1 {
+			return respond(req, http.StatusServiceUnavailable, io.NopCloser(strings.NewReader("busy")), "Retry-After", "0"), nil
+		}
+		return respond(req, http.StatusOK, io.NopCloser(strings.NewReader("done"))), nil
+	})
+}
+
+func ExampleNew() {
+	tr := polite.New(busyOnce(), polite.WithBackoff(0, 0))
+	req, _ := http.NewRequest(http.MethodGet, "http://api.example/items", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after a retry")
+	// Output: 200 after a retry
+}
+
+func ExampleWithHooks() {
+	tr := polite.New(busyOnce(), polite.WithBackoff(0, 0), polite.WithHooks(polite.Hooks{
+		OnRetry: func(e polite.Event) {
+			fmt.Printf("attempt %d to %s failed (%s); retrying in %v\n", e.Attempt, e.Key, e.Reason(), e.Delay)
+		},
+	}))
+	req, _ := http.NewRequest(http.MethodGet, "http://api.example/items", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// attempt 1 to api.example failed (status 503); retrying in 0s
+	// 200
+}
+
+// One budget shared by the transports of a process bounds their retries
+// together. Against a server that is down, a budget of 5 allows one retry
+// in all.
+func ExampleWithRetryBudget() {
+	down := func(calls *int) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			*calls++
+			return respond(req, http.StatusServiceUnavailable, io.NopCloser(strings.NewReader("down"))), nil
+		})
+	}
+	budget := polite.NewRetryBudget(5)
+	var callsA, callsB int
+	a := polite.New(down(&callsA), polite.WithRetryBudget(budget), polite.WithBackoff(0, 0))
+	b := polite.New(down(&callsB), polite.WithRetryBudget(budget), polite.WithBackoff(0, 0))
+	for _, tr := range []*polite.Transport{a, b} {
+		req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	fmt.Println("attempts:", callsA, callsB, "budget left:", budget.Remaining())
+	// Output: attempts: 2 1 budget left: 0
+}
+
+// A wait that cannot end before the deadline fails at once, and says how
+// long it would have been.
+func ExampleThrottledError() {
+	ok := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return respond(req, http.StatusOK, io.NopCloser(strings.NewReader("ok"))), nil
+	})
+	tr := polite.New(ok, polite.WithRate(1, 1)) // one request a second
+	req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+	resp, _ := tr.RoundTrip(req) // takes the only token
+	resp.Body.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://api.example/", nil)
+	_, err := tr.RoundTrip(req)
+	var te *polite.ThrottledError
+	if errors.As(err, &te) {
+		fmt.Printf("%s: would wait about %.0fs, only %v allowed\n", te.Key, te.Wait.Seconds(), te.Allowed.Round(100*time.Millisecond))
+	}
+	fmt.Println(errors.Is(err, polite.ErrThrottled))
+	// Output:
+	// api.example: would wait about 1s, only 100ms allowed
+	// true
+}
+
+// A server that asks for a longer pause than the Transport waits on gets
+// its response handed back at once.
+func ExampleWithMaxRetryAfter() {
+	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return respond(req, http.StatusTooManyRequests, io.NopCloser(strings.NewReader("")), "Retry-After", "3600"), nil
+	})
+	tr := polite.New(next, polite.WithMaxRetryAfter(30*time.Second))
+	req, _ := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.StatusCode, "Retry-After:", resp.Header.Get("Retry-After"))
+	// Output: 429 Retry-After: 3600
+}
+
+func ExampleRetryBudget() {
+	b := polite.NewRetryBudget(polite.DefaultRetryBudgetCapacity)
+	fmt.Println(b.TryTake(5), b.Remaining())
+	b.Refund(100)
+	fmt.Println(b.Remaining())
+	// Output:
+	// true 495
+	// 500
+}

@@ -1,0 +1,129 @@
+package polite
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func TestParseRetryAfter(t *testing.T) {
+	tests := []struct {
+		give   string
+		want   time.Duration
+		wantOK bool
+	}{
+		// delta-seconds
+		{"120", 2 * time.Minute, true},
+		{"0", 0, true},
+		{"007", 7 * time.Second, true},
+		{"2.0", 2 * time.Second, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"0.001", time.Millisecond, true},
+		{"0.0000000019", 1, true}, // past the nanosecond: truncated
+		{"  3  ", 3 * time.Second, true},
+		{"\t3", 3 * time.Second, true},
+		{"9223372036", 9223372036 * time.Second, true},
+		{"9223372036.854775807", math.MaxInt64, true},
+		// HTTP-dates, all three formats of RFC 9110 §5.6.7
+		{"Sun, 22 Nov 2026 12:01:30 GMT", 90 * time.Second, true},
+		{"Sunday, 22-Nov-26 12:01:30 GMT", 90 * time.Second, true},
+		{"Sun Nov 22 12:01:30 2026", 90 * time.Second, true},
+		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},  // in the past: now
+		{"Fri, 31 Dec 9999 23:59:59 GMT", 0, false}, // beyond a Duration's 292 years
+		// ignored
+		{"", 0, false},
+		{" ", 0, false},
+		{"-1", 0, false},
+		{"+1", 0, false},
+		{"1.", 0, false},
+		{".5", 0, false},
+		{"1.2.3", 0, false},
+		{"1e3", 0, false},
+		{"0x10", 0, false},
+		{"1 2", 0, false},
+		{"5s", 0, false},
+		{"NaN", 0, false},
+		{"Inf", 0, false},
+		{"9223372037", 0, false},           // over a Duration
+		{"9223372036.854775808", 0, false}, // one nanosecond over
+		{"99999999999999999999999999", 0, false},
+		{"Sun, 22 Nov 2026 12:01:30 PST", 0, false},
+		{"2026-11-22T12:01:30Z", 0, false},
+		{"soon", 0, false},
+		{"<html>", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			h := http.Header{"Retry-After": {tt.give}}
+			got, ok := parseRetryAfter(h, testNow)
+			assert.Equal(t, tt.wantOK, ok)
+			if ok {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfterFirstValueCounts(t *testing.T) {
+	got, ok := parseRetryAfter(http.Header{"Retry-After": {"5", "100"}}, testNow)
+	assert.True(t, ok)
+	assert.Equal(t, 5*time.Second, got)
+	_, ok = parseRetryAfter(http.Header{}, testNow)
+	assert.False(t, ok)
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{
+		"120", "0", "2.0", "1.5", " 7 ", "-1", "1e3", "", "9223372036", "9223372037",
+		"9223372036.854775807", "99999999999999999999", "0.0000000001",
+		"Sun, 22 Nov 2026 12:01:30 GMT", "Sunday, 22-Nov-26 12:01:30 GMT", "Sun Nov 22 12:01:30 2026",
+		"Thu, 01 Jan 1970 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "soon", "1.", ".5",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := parseRetryAfter(http.Header{"Retry-After": {s}}, testNow)
+		if !ok {
+			if d != 0 {
+				t.Fatalf("parseRetryAfter(%q) = %v, false: want 0 with false", s, d)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v: negative", s, d)
+		}
+		v := strings.TrimSpace(s)
+		if f, err := strconv.ParseFloat(v, 64); err == nil && isDecimal(v) {
+			// The float is a looser oracle: it rounds where we truncate.
+			if diff := math.Abs(f*1e9 - float64(d)); diff > math.Max(1, f*1e9*1e-15) {
+				t.Fatalf("parseRetryAfter(%q) = %v, ParseFloat says %v s", s, d, f)
+			}
+			return
+		}
+		if _, err := http.ParseTime(v); err != nil {
+			t.Fatalf("parseRetryAfter(%q) accepted neither seconds nor a date", s)
+		}
+	})
+}
+
+// isDecimal reports whether s is digits with at most one inner dot: the
+// delta-seconds form parseSeconds accepts.
+func isDecimal(s string) bool {
+	whole, frac, dot := strings.Cut(s, ".")
+	digits := func(p string) bool {
+		for i := range len(p) {
+			if p[i] < '0' || p[i] > '9' {
+				return false
+			}
+		}
+		return p != ""
+	}
+	return digits(whole) && (!dot || digits(frac))
+}

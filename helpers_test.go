@@ -1,0 +1,201 @@
+package polite_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// roundTripFunc turns a function into an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// trackedBody is a response or request body that records how much of it
+// was read and whether it was closed.
+type trackedBody struct {
+	r      io.Reader
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+func newBody(s string) *trackedBody { return &trackedBody{r: strings.NewReader(s)} }
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+// reply is one scripted answer of a stub: a response with the given status
+// and header pairs, or a transport error.
+type reply struct {
+	status int
+	header []string // name, value, name, value, …
+	body   string
+	err    error
+}
+
+func status(code int, header ...string) reply { return reply{status: code, header: header} }
+func fail(err error) reply                    { return reply{err: err} }
+
+// stub is an in-memory server used as next. It answers with script[i] for
+// the i-th request (the last entry repeats), reads and closes each request
+// body as a real transport does, and records what it saw.
+type stub struct {
+	script []reply
+
+	mu       sync.Mutex
+	times    []time.Time // when each request arrived
+	reqs     []*http.Request
+	reqBody  []string       // each request's body as received
+	respBody []*trackedBody // each response body handed out
+}
+
+func newStub(script ...reply) *stub { return &stub{script: script} }
+
+func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body string
+	if req.Body != nil {
+		b, _ := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		body = string(b)
+	}
+	s.mu.Lock()
+	n := len(s.times)
+	s.times = append(s.times, time.Now())
+	s.reqs = append(s.reqs, req)
+	s.reqBody = append(s.reqBody, body)
+	r := s.script[min(n, len(s.script)-1)]
+	if r.err != nil {
+		s.mu.Unlock()
+		return nil, r.err
+	}
+	text := r.body
+	if text == "" {
+		text = "response " + strconv.Itoa(n)
+	}
+	tb := newBody(text)
+	s.respBody = append(s.respBody, tb)
+	s.mu.Unlock()
+	return respond(req, r.status, tb, r.header...), nil
+}
+
+func respond(req *http.Request, code int, body io.ReadCloser, header ...string) *http.Response {
+	h := make(http.Header)
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Add(header[i], header[i+1])
+	}
+	return &http.Response{
+		StatusCode: code,
+		Status:     strconv.Itoa(code) + " " + http.StatusText(code),
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  h,
+		Body:    body,
+		Request: req,
+	}
+}
+
+func (s *stub) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.times)
+}
+
+// gaps returns the time between consecutive requests.
+func (s *stub) gaps() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var g []time.Duration
+	for i := 1; i < len(s.times); i++ {
+		g = append(g, s.times[i].Sub(s.times[i-1]))
+	}
+	return g
+}
+
+// checkDiscarded asserts that every discarded response body was drained at
+// most 4 KiB and closed. When returned is true, the last body is the
+// caller's and must be neither read nor closed; otherwise all were
+// discarded.
+func (s *stub) checkDiscarded(t *testing.T, returned bool) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.respBody {
+		if returned && i == len(s.respBody)-1 {
+			assert.False(t, b.closed.Load(), "the returned body %d was closed", i)
+			assert.Zero(t, b.read.Load(), "the returned body %d was read", i)
+			continue
+		}
+		assert.True(t, b.closed.Load(), "discarded body %d was not closed", i)
+		assert.LessOrEqual(t, b.read.Load(), int64(4<<10), "discarded body %d was drained past 4 KiB", i)
+	}
+}
+
+// get sends a GET to url through rt with ctx, checking the RoundTripper
+// contract: a response or an error, never both.
+func get(t *testing.T, ctx context.Context, rt http.RoundTripper, url string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	return roundTrip(t, rt, req)
+}
+
+func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	if (resp == nil) == (err == nil) {
+		t.Fatalf("RoundTrip returned response %v and error %v: want exactly one", resp, err)
+	}
+	return resp, err
+}
+
+// readBody reads and closes a response body.
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// replayableRequest returns a request whose body can be rebuilt with GetBody,
+// as http.NewRequest makes for a *bytes.Reader.
+func replayableRequest(t *testing.T, ctx context.Context, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	require.NotNil(t, req.GetBody)
+	return req
+}
+
+// timeoutError is a net.Error that reports a timeout.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// discardLog returns a logger for http.Server that drops what it is told.
+func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -1,0 +1,166 @@
+package polite
+
+import (
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Defaults of the options. Each option's documentation repeats its default.
+const (
+	DefaultMaxAttempts   = 4
+	DefaultBackoffBase   = 100 * time.Millisecond
+	DefaultBackoffMax    = 20 * time.Second
+	DefaultMaxRetryAfter = time.Minute
+)
+
+// An Option configures a [Transport]. Options are applied in order by
+// [New]; when two options set the same thing, the last one wins. Values
+// out of range are clamped as each option documents; no option panics.
+type Option func(*config)
+
+// config is what the options set. It is read-only after New.
+type config struct {
+	perSecond     float64 // 0: no local limit
+	burst         int
+	key           func(*http.Request) string
+	maxAttempts   int
+	backoffBase   time.Duration
+	backoffMax    time.Duration
+	maxRetryAfter time.Duration
+	budget        *RetryBudget
+	retryUnsafe   bool
+	logger        *slog.Logger
+	hooks         Hooks
+}
+
+func defaultConfig() config {
+	return config{
+		key:           hostKey,
+		maxAttempts:   DefaultMaxAttempts,
+		backoffBase:   DefaultBackoffBase,
+		backoffMax:    DefaultBackoffMax,
+		maxRetryAfter: DefaultMaxRetryAfter,
+	}
+}
+
+// WithRate paces the requests of each key (see [WithKey]) with a token
+// bucket that refills at perSecond tokens per second and holds at most
+// burst tokens; every attempt, retries included, takes one token.
+//
+// Default: no local limit. perSecond <= 0, NaN or +Inf means no local
+// limit; burst < 1 is treated as 1.
+func WithRate(perSecond float64, burst int) Option {
+	return func(c *config) {
+		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond <= 0 {
+			c.perSecond, c.burst = 0, 0
+			return
+		}
+		c.perSecond, c.burst = perSecond, max(burst, 1)
+	}
+}
+
+// WithKey sets the function that names the key of a request: requests with
+// the same key share a token bucket and a server pause. The function must
+// be safe for concurrent use and must not modify the request.
+//
+// Default: the request URL's host (with its port, if any), lower-cased. A
+// nil function restores the default.
+func WithKey(key func(*http.Request) string) Option {
+	return func(c *config) {
+		if key == nil {
+			key = hostKey
+		}
+		c.key = key
+	}
+}
+
+// WithMaxAttempts sets how many times a request is sent at most, the first
+// attempt included: 1 means never retry.
+//
+// Default: 4 (one attempt and three retries). n < 1 is treated as 1.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) { c.maxAttempts = max(n, 1) }
+}
+
+// WithBackoff sets the delay before retry n (n = 1, 2, …): a duration drawn
+// uniformly from [0, min(limit, base·2^(n-1))) ("full jitter"). The result
+// never exceeds limit, whatever n. When the server asks for a longer delay
+// (Retry-After), the server's delay is used instead; jitter never shortens
+// it.
+//
+// Default: base 100ms, limit 20s. Negative durations are treated as 0; a
+// base above limit is lowered to limit. WithBackoff(0, 0) retries without
+// delay unless the server asks for one.
+func WithBackoff(base, limit time.Duration) Option {
+	return func(c *config) {
+		base, limit = nonNegative(base), nonNegative(limit)
+		c.backoffBase, c.backoffMax = min(base, limit), limit
+	}
+}
+
+// WithMaxRetryAfter sets the longest delay the server may ask for (with
+// Retry-After) that polite waits on. A response that asks for a longer
+// delay is returned to the caller as is, and calls to the same key fail
+// at once with a [*ThrottledError] while the server's pause lasts (a pause
+// is kept for at most one hour, so a hostile value cannot block a key for
+// longer).
+//
+// Default: 1 minute. A negative d is treated as 0: no server-asked delay is
+// waited on.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return func(c *config) { c.maxRetryAfter = nonNegative(d) }
+}
+
+// WithRetryBudget makes the Transport take the cost of its retries from b,
+// which may be shared with other transports so that together they cannot
+// multiply an outage with retries.
+//
+// Default: each Transport has a budget of its own, of capacity
+// [DefaultRetryBudgetCapacity]. A nil b restores the default.
+func WithRetryBudget(b *RetryBudget) Option {
+	return func(c *config) { c.budget = b }
+}
+
+// WithRetryNonIdempotent sets whether requests whose method is not
+// idempotent (POST, PATCH, …, see RFC 9110 §9.2.2) are retried even when
+// they carry no Idempotency-Key header. Only enable it when the server is
+// known to apply such requests at most once.
+//
+// Default: false: only GET, HEAD, OPTIONS, TRACE, PUT and DELETE requests,
+// and requests with an Idempotency-Key or X-Idempotency-Key header, are
+// retried.
+func WithRetryNonIdempotent(retry bool) Option {
+	return func(c *config) { c.retryUnsafe = retry }
+}
+
+// WithLogger makes the Transport log its decisions to l: retries at level
+// Debug, server throttling at Info, refusals and an empty retry budget at
+// Warn.
+//
+// Default: nil, silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithHooks sets functions that the Transport calls on its events. Hooks
+// run synchronously on the goroutine of the call, with no lock held; they
+// must be safe for concurrent use and should return quickly.
+//
+// Default: no hooks. Nil fields of h are skipped.
+func WithHooks(h Hooks) Option {
+	return func(c *config) { c.hooks = h }
+}
+
+// hostKey is the default key: the URL's host, lower-cased. It allocates only
+// when the host has upper-case letters.
+func hostKey(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return strings.ToLower(req.URL.Host)
+}
+
+func nonNegative(d time.Duration) time.Duration { return max(d, 0) }

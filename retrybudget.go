@@ -1,0 +1,81 @@
+package polite
+
+import "sync/atomic"
+
+// DefaultRetryBudgetCapacity is the capacity of the retry budget that each
+// [Transport] has unless [WithRetryBudget] gives it one: the AWS SDKs'
+// retry quota.
+const DefaultRetryBudgetCapacity = 500
+
+// Costs of retries, in budget tokens, as in the AWS SDKs' retry quota.
+const (
+	retryCost        = 5  // a retry after a failed response or transport error
+	timeoutRetryCost = 10 // a retry after a timeout
+	successRefund    = 1  // every attempt that succeeds
+)
+
+// A RetryBudget bounds retries so that an outage is not multiplied by
+// them. It holds up to a capacity of tokens, starting full. A Transport
+// takes 5 tokens for each retry (10 for a retry after a timeout) and gives
+// 1 back for each attempt that succeeds; a retry that succeeds also gives
+// its own cost back. With the default capacity of 500 an outage allows
+// about 100 retries before retrying stops, and it resumes as successes
+// refill the budget.
+//
+// A RetryBudget is safe for concurrent use and may be shared by several
+// transports with [WithRetryBudget]. Create it with [NewRetryBudget]; the
+// zero value is a budget of capacity 0, which never allows a retry.
+type RetryBudget struct {
+	capacity int64
+	tokens   atomic.Int64
+}
+
+// NewRetryBudget returns a full budget of the given capacity. A capacity
+// below 0 is treated as 0.
+func NewRetryBudget(capacity int) *RetryBudget {
+	b := &RetryBudget{capacity: int64(max(capacity, 0))}
+	b.tokens.Store(b.capacity)
+	return b
+}
+
+// TryTake takes cost tokens and reports true if the budget holds that many;
+// otherwise it takes nothing and reports false. A cost <= 0 takes nothing
+// and reports true.
+func (b *RetryBudget) TryTake(cost int) bool {
+	if cost <= 0 {
+		return true
+	}
+	for {
+		cur := b.tokens.Load()
+		if cur < int64(cost) {
+			return false
+		}
+		if b.tokens.CompareAndSwap(cur, cur-int64(cost)) {
+			return true
+		}
+	}
+}
+
+// Refund gives n tokens back; the budget never holds more than its
+// capacity. n <= 0 does nothing.
+func (b *RetryBudget) Refund(n int) {
+	if n <= 0 {
+		return
+	}
+	for {
+		cur := b.tokens.Load()
+		next := b.capacity
+		if int64(n) < b.capacity-cur {
+			next = cur + int64(n)
+		}
+		if next == cur || b.tokens.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// Remaining returns the number of tokens the budget holds now.
+func (b *RetryBudget) Remaining() int { return int(b.tokens.Load()) }
+
+// Capacity returns the most tokens the budget can hold.
+func (b *RetryBudget) Capacity() int { return int(b.capacity) }

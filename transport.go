@@ -1,0 +1,360 @@
+// Package polite makes outbound HTTP calls well-behaved. Its [Transport]
+// is an [http.RoundTripper] that wraps another one and paces, retries and
+// listens to the server on its behalf:
+//
+//	client := &http.Client{Transport: polite.New(nil, polite.WithRate(10, 5))}
+//
+// # Pacing
+//
+// With [WithRate], each key (the request URL's host unless [WithKey] says
+// otherwise) has a token bucket from golang.org/x/time/rate, and every
+// attempt, retries included, waits for a token. When a server answers 429,
+// or 503 with Retry-After, its key is paused: every call to that key waits
+// until the pause ends instead of hitting the server too.
+//
+// A wait never outlives the request's context: a wait that would end after
+// the deadline fails at once with a [*ThrottledError] that says how long it
+// would have been, and a cancelled wait gives its token back.
+//
+// # What is retried
+//
+// A failed attempt is retried when it failed with
+//   - a transport error that may pass: connection refused or reset, EOF,
+//     timeouts, temporary DNS failures; never TLS or certificate errors, an
+//     unsupported scheme, a redirect error, or an error of the request's
+//     own context;
+//   - status 408, 429, 500, 502, 503 or 504; never 501 or any other status.
+//
+// and the request can be sent again safely:
+//   - its method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE), or
+//     it carries an Idempotency-Key (or X-Idempotency-Key) header, or
+//     [WithRetryNonIdempotent] is set;
+//   - it has no body, or a body it can rebuild with
+//     [http.Request.GetBody]; a body is never resent empty, and polite never
+//     buffers bodies to make them replayable.
+//
+// Retries stop after [WithMaxAttempts] attempts, when the [RetryBudget] is
+// empty, when the wait before the next attempt would end after the
+// context deadline, and when the server asks for a longer wait than
+// [WithMaxRetryAfter] allows.
+//
+// # Delays
+//
+// The wait before retry n is max(backoff(n), the server's Retry-After),
+// where backoff(n) is drawn uniformly from [0, min(limit, base·2^(n-1)))
+// (see [WithBackoff]). Retry-After is read as delta-seconds, fractional
+// ones too, or as an HTTP-date in any of its three formats; garbage,
+// negative and overflowing values are ignored. Jitter never shortens a
+// server-asked delay.
+//
+// # Retry budget
+//
+// A [RetryBudget] is the AWS SDKs' retry quota: 500 tokens; a retry costs 5
+// (10 after a timeout); every successful attempt gives 1 back and a
+// successful retry also gives its cost back. A long outage therefore costs
+// about 100 retries, after which calls are sent once each until successes
+// refill the budget. Each Transport has a budget of its own unless
+// [WithRetryBudget] shares one.
+//
+// # Errors
+//
+// RoundTrip returns a response or an error, never both. When retries end
+// on a 429 or 5xx, the last response is returned with its body unread and
+// a nil error; every response that polite discards is drained (at most 4
+// KiB) and closed. An error is returned only when no response was
+// obtained: the last transport error, the context's cause, a
+// [*ThrottledError] (matching [ErrThrottled]) when a wait was refused, or
+// an error matching both [ErrRetryBudgetExhausted] and the transport error
+// when the budget stopped a retry. [http.Client] wraps these in a
+// [*url.Error]; [errors.Is] and [errors.As] see through it.
+//
+// # Concurrency
+//
+// A Transport is safe for concurrent use by multiple goroutines. It starts
+// no goroutines, and it holds no lock while it calls next, waits, or runs
+// a hook. It never modifies the caller's request: retries send a clone.
+package polite
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// drainLimit is how much of a discarded response body is read before it is
+// closed, so that its connection can be reused without reading a large body.
+const drainLimit = 4 << 10
+
+// A Transport is an [http.RoundTripper] that paces, retries and listens to
+// the server on behalf of the RoundTripper it wraps (see the package
+// documentation).
+//
+// A Transport is safe for concurrent use by multiple goroutines. It holds
+// per-key state and a retry budget, so it should be created once and
+// reused. Create it with [New]; the zero value is not usable. A Transport
+// is immutable after New.
+type Transport struct {
+	next   http.RoundTripper
+	cfg    config
+	keys   *registry
+	budget *RetryBudget
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// New returns a Transport that sends requests through next, configured by
+// opts. A nil next means [http.DefaultTransport].
+func New(next http.RoundTripper, opts ...Option) *Transport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	budget := cfg.budget
+	if budget == nil {
+		budget = NewRetryBudget(DefaultRetryBudgetCapacity)
+	}
+	return &Transport{
+		next:   next,
+		cfg:    cfg,
+		keys:   newRegistry(cfg.perSecond, cfg.burst),
+		budget: budget,
+	}
+}
+
+// RoundTrip sends req through the wrapped RoundTripper, waiting for
+// permission before each attempt and retrying failed attempts as the
+// package documentation describes. It returns a response or an error,
+// never both, and does not modify req.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req)}
+	return c.run()
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// RoundTripper, if it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	type closeIdler interface{ CloseIdleConnections() }
+	if ci, ok := t.next.(closeIdler); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// RetryBudget returns the retry budget the Transport takes its retries
+// from.
+func (t *Transport) RetryBudget() *RetryBudget { return t.budget }
+
+// call is the state of one RoundTrip.
+type call struct {
+	t       *Transport
+	req     *http.Request // the caller's request, never modified
+	ctx     context.Context
+	key     string
+	attempt int       // the attempt being made, 1-based
+	held    int       // retry cost held by the attempt in flight, refunded if it succeeds
+	sched   *schedule // backoff delays, made at the first retry
+}
+
+// failure is what makes an attempt worth retrying.
+type failure struct {
+	timeout       bool          // a transport timeout: the retry costs more
+	retryAfter    time.Duration // the server's Retry-After, if hasRetryAfter
+	hasRetryAfter bool
+}
+
+func (c *call) run() (*http.Response, error) {
+	t := c.t
+	canRetry := t.cfg.maxAttempts > 1 && c.replayable()
+	send := c.req // the first attempt sends the caller's request as is
+	for c.attempt = 1; ; c.attempt++ {
+		if err := c.admit(); err != nil {
+			closeRequestBody(send)
+			t.budget.Refund(c.held) // the retry was never sent
+			return nil, err
+		}
+		resp, err := t.next.RoundTrip(send)
+		switch {
+		case err != nil && resp != nil: // next broke its contract; keep the error
+			discard(resp)
+			resp = nil
+		case err == nil && resp == nil:
+			err = errNilResponse
+		}
+		now := time.Now()
+		f, failed := c.judge(resp, err, now)
+		if !failed {
+			if err == nil {
+				t.budget.Refund(successRefund + c.held)
+			}
+			return resp, err
+		}
+		c.held = 0 // a failed retry keeps its cost
+		if !canRetry {
+			return resp, err
+		}
+		delay, ok := c.retryDelay(f, now)
+		if !ok {
+			return resp, err
+		}
+		var body io.ReadCloser
+		if c.req.Body != nil && c.req.Body != http.NoBody {
+			var bodyErr error
+			if body, bodyErr = c.req.GetBody(); bodyErr != nil || body == nil {
+				return resp, err // the body cannot be rebuilt: never resend it empty
+			}
+		}
+		cost := retryCost
+		if f.timeout {
+			cost = timeoutRetryCost
+		}
+		if !t.budget.TryTake(cost) {
+			closeBody(body)
+			t.budgetExhausted(c.event(resp, err))
+			if err != nil {
+				return nil, &budgetError{err: err}
+			}
+			return resp, nil
+		}
+		c.held = cost
+		e := c.event(resp, err)
+		e.Delay, e.RetryAfter = delay, f.retryAfter
+		t.retrying(e)
+		if resp != nil {
+			discard(resp)
+		}
+		if err := sleep(c.ctx, delay); err != nil {
+			closeBody(body)
+			t.budget.Refund(c.held)
+			return nil, err
+		}
+		send = c.req.Clone(c.ctx)
+		send.Body = body
+	}
+}
+
+// judge reports whether the attempt failed in a way worth retrying, and
+// records what the server said: a 429, or a 503 with Retry-After, pauses
+// the key for the delay the server asked for.
+func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bool) {
+	if err != nil {
+		if c.ctx.Err() != nil {
+			return failure{}, false
+		}
+		retry, timeout := retryableError(err)
+		return failure{timeout: timeout}, retry
+	}
+	if !retryableStatus(resp.StatusCode) {
+		return failure{}, false
+	}
+	var f failure
+	f.retryAfter, f.hasRetryAfter = parseRetryAfter(resp.Header, now)
+	code := resp.StatusCode
+	if code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && f.hasRetryAfter) {
+		if f.retryAfter > 0 {
+			c.t.keys.ensure(c.key).pause(now.Add(min(f.retryAfter, maxPause)))
+		}
+		e := c.event(resp, nil)
+		e.RetryAfter = f.retryAfter
+		c.t.throttled(e)
+	}
+	return f, true
+}
+
+// retryDelay returns how long to wait before the next attempt, or false
+// when the call should not wait: attempts are used up, the server asked for
+// more than the Transport waits on, or the next attempt could not be sent
+// before the context deadline.
+func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
+	cfg := &c.t.cfg
+	if c.attempt >= cfg.maxAttempts || c.ctx.Err() != nil {
+		return 0, false
+	}
+	if f.hasRetryAfter && f.retryAfter > cfg.maxRetryAfter {
+		return 0, false
+	}
+	if c.sched == nil {
+		c.sched = newSchedule(cfg.backoffBase, cfg.backoffMax)
+	}
+	delay := max(c.sched.next(rand.Float64()), f.retryAfter)
+	// The next attempt also waits for its key's pause and bucket: count
+	// them, so that a retry that cannot be sent in time is not started.
+	earliest := delay
+	if ks := c.t.keys.lookup(c.key); ks != nil {
+		pause, turn := ks.nextTurnWait(now.Add(delay))
+		if pause > cfg.maxRetryAfter { // the next attempt would be refused
+			return 0, false
+		}
+		earliest += max(pause, turn)
+	}
+	if deadline, ok := c.ctx.Deadline(); ok && now.Add(earliest).After(deadline) {
+		return 0, false
+	}
+	return delay, true
+}
+
+// refuse returns a *ThrottledError if a wait of d from now is not allowed:
+// it would end after the context deadline, or it is a server pause longer
+// than WithMaxRetryAfter. It returns nil if the wait is allowed.
+func (c *call) refuse(d time.Duration, now time.Time, server bool) error {
+	allowed := time.Duration(-1)
+	if server && d > c.t.cfg.maxRetryAfter {
+		allowed = c.t.cfg.maxRetryAfter
+	}
+	if deadline, ok := c.ctx.Deadline(); ok && now.Add(d).After(deadline) {
+		left := max(deadline.Sub(now), 0)
+		if allowed < 0 || left < allowed {
+			allowed = left
+		}
+	}
+	if allowed < 0 {
+		return nil
+	}
+	err := &ThrottledError{Key: c.key, Wait: d, Allowed: allowed, Server: server}
+	e := c.event(nil, err)
+	e.Delay, e.Server = d, server
+	c.t.refused(e, err)
+	return err
+}
+
+// waiting reports a wait that admit is about to make.
+func (c *call) waiting(d time.Duration, server bool) {
+	e := c.event(nil, nil)
+	e.Delay, e.Server = d, server
+	c.t.waited(e)
+}
+
+// event returns an Event about the current attempt.
+func (c *call) event(resp *http.Response, err error) Event {
+	e := Event{Request: c.req, Key: c.key, Attempt: c.attempt, Err: err, Budget: c.t.budget.Remaining()}
+	if resp != nil {
+		e.StatusCode = resp.StatusCode
+	}
+	return e
+}
+
+// discard drains at most drainLimit bytes of a response body and closes it.
+func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	_ = resp.Body.Close()
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+func closeBody(body io.ReadCloser) {
+	if body != nil {
+		_ = body.Close()
+	}
+}

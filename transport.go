@@ -8,9 +8,10 @@
 //
 // With [WithRate], each key (the request URL's host unless [WithKey] says
 // otherwise) has a token bucket from golang.org/x/time/rate, and every
-// attempt, retries included, waits for a token. When a server answers 429,
-// or 503 with Retry-After, its key is paused: every call to that key waits
-// until the pause ends instead of hitting the server too.
+// attempt, retries included, waits for its turn and a token: calls are
+// served in the order they came. When a server answers 429 or 503 with a
+// Retry-After, its key is paused: every call to that key waits until the
+// pause ends instead of hitting the server too.
 //
 // A wait never outlives the request's context: a wait that would end after
 // the deadline fails at once with a [*ThrottledError] that says how long it

@@ -455,17 +455,84 @@ func TestMaxRetryAfterNegativeWaitsOnNothing(t *testing.T) {
 }
 
 func TestHostilePauseIsBounded(t *testing.T) {
+	for _, give := range []string{"86400", "Sat, 01 Jan 2050 00:00:00 GMT"} {
+		t.Run(give, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				next := newStub(status(429, "Retry-After", give), status(200))
+				tr := polite.New(next)
+				resp, err := get(t, t.Context(), tr, "http://a.test/")
+				require.NoError(t, err)
+				readBody(t, resp)
+				time.Sleep(time.Hour - 2*time.Minute)
+				_, err = get(t, t.Context(), tr, "http://a.test/")
+				require.ErrorIs(t, err, polite.ErrThrottled, "the pause holds for an hour")
+				time.Sleep(2 * time.Minute)
+				resp, err = get(t, t.Context(), tr, "http://a.test/")
+				require.NoError(t, err, "after an hour the key is usable again")
+				assert.Equal(t, 200, resp.StatusCode)
+				readBody(t, resp)
+			})
+		})
+	}
+}
+
+// A call that finds others queued for the key's bucket queues behind them,
+// even if it arrives at the very instant a token comes back.
+func TestQueuedCallsAreServedFirst(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			tr := polite.New(newStub(status(200)), polite.WithRate(1, 1))
+			start := time.Now()
+			served := make(chan string, 2)
+			send := func(name string, after time.Duration) {
+				time.Sleep(after)
+				resp, err := tr.RoundTrip(mustRequest(t, t.Context(), "http://a.test/"))
+				if err == nil {
+					resp.Body.Close()
+				}
+				served <- name + " at " + time.Since(start).String()
+			}
+			go send("first", 0)
+			synctest.Wait()
+			<-served
+			go send("queued", 0)             // waits for the token of t=1s
+			go send("newcomer", time.Second) // arrives at t=1s
+			assert.Equal(t, []string{"queued at 1s", "newcomer at 2s"}, []string{<-served, <-served})
+		})
+	}
+}
+
+func TestRequestBodyClosedWhenNotSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		next := newStub(status(429, "Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"), status(200))
-		tr := polite.New(next)
+		next := newStub(status(200))
+		tr := polite.New(next, polite.WithRate(1, 1))
 		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
-		time.Sleep(time.Hour)
-		resp, err = get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err, "after an hour the key is usable again")
-		assert.Equal(t, 200, resp.StatusCode)
-		readBody(t, resp)
+
+		// Refused: the wait would pass the deadline.
+		body := newBody("payload")
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://a.test/", body)
+		require.NoError(t, err)
+		_, err = roundTrip(t, tr, req)
+		require.ErrorIs(t, err, polite.ErrThrottled)
+		assert.True(t, body.closed.Load(), "a refused request's body is closed, as RoundTrip must")
+
+		// Cancelled while it waited.
+		body = newBody("payload")
+		ctx, cancel = context.WithCancel(t.Context())
+		req, err = http.NewRequestWithContext(ctx, http.MethodPut, "http://a.test/", body)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+		}()
+		_, err = roundTrip(t, tr, req)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.True(t, body.closed.Load())
+		assert.Equal(t, 1, next.calls())
 	})
 }
 
@@ -532,6 +599,19 @@ func TestRetryThatCannotMeetTheDeadlineIsNotStarted(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "response 0", readBody(t, resp))
 		assert.Equal(t, 1, next.calls())
+	})
+}
+
+func TestClientTimeoutIsADeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(503, "Retry-After", "30"), status(200))
+		c := &http.Client{Transport: polite.New(next), Timeout: 10 * time.Second}
+		start := time.Now()
+		resp, err := c.Get("http://a.test/")
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "http.Client.Timeout reaches polite as the context deadline")
+		assert.Equal(t, 503, resp.StatusCode)
+		readBody(t, resp)
 	})
 }
 

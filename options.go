@@ -48,7 +48,9 @@ func defaultConfig() config {
 
 // WithRate paces the requests of each key (see [WithKey]) with a token
 // bucket that refills at perSecond tokens per second and holds at most
-// burst tokens; every attempt, retries included, takes one token.
+// burst tokens; every attempt, retries included, takes one token. Calls
+// that find the bucket empty wait in the order they came, and a call that
+// stops waiting (its context is done) gives its place to the next.
 //
 // Default: no local limit. perSecond <= 0, NaN or +Inf means no local
 // limit; burst < 1 is treated as 1.

@@ -17,10 +17,12 @@ const (
 // A RetryBudget bounds retries so that an outage is not multiplied by
 // them. It holds up to a capacity of tokens, starting full. A Transport
 // takes 5 tokens for each retry (10 for a retry after a timeout) and gives
-// 1 back for each attempt that succeeds; a retry that succeeds also gives
-// its own cost back. With the default capacity of 500 an outage allows
-// about 100 retries before retrying stops, and it resumes as successes
-// refill the budget.
+// 1 back for each attempt that succeeds, that is, gets a response that is
+// not retried (any status but 408, 429, 500, 502, 503 and 504); a retry
+// that succeeds also gives its own cost back, and so does a retry that is
+// never sent because its wait was cancelled or refused. With the default
+// capacity of 500 an outage allows about 100 retries before retrying
+// stops, and it resumes as successes refill the budget.
 //
 // A RetryBudget is safe for concurrent use and may be shared by several
 // transports with [WithRetryBudget]. Create it with [NewRetryBudget]; the

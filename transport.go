@@ -67,7 +67,7 @@
 // [*ThrottledError] (matching [ErrThrottled]) when a wait was refused, or
 // an error matching both [ErrRetryBudgetExhausted] and the transport error
 // when the budget stopped a retry. [http.Client] wraps these in a
-// [*url.Error]; [errors.Is] and [errors.As] see through it.
+// *url.Error; [errors.Is] and [errors.As] see through it.
 //
 // # Concurrency
 //

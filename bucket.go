@@ -14,20 +14,27 @@ import (
 // broken Retry-After cannot block a key for longer.
 const maxPause = time.Hour
 
-// keyState is the pacing state of one key: its token bucket, the calls
-// waiting for a token, and the pause its server asked for.
+// keyState is the pacing state of one key: its token bucket, the
+// controller that sets the bucket's rate, the calls waiting for a token,
+// and the pause its server asked for.
 //
 // Calls that find no token wait in a FIFO queue and take their token only
 // when it is their turn and the token is there. Unlike waiting on an
 // x/time/rate Reservation, which books a future instant, a call that gives
-// up leaves nothing behind: the calls queued after it move up at once.
+// up leaves nothing behind: the calls queued after it move up at once; and
+// when the rate changes, the head of the queue sees it at once.
 type keyState struct {
-	limiter *rate.Limiter // the token arithmetic; nil when no local rate is set
+	limiter *rate.Limiter // the token arithmetic; nil with neither a local rate nor a controller
+	ctl     controller    // nil when adaptive pacing is off
+	ceiling rate.Limit    // the WithRate rate, or Inf
+	cap     int           // the WithRate burst, or the largest int
 
 	// mu guards the fields below, and orders token taking with the queue.
 	mu          sync.Mutex
-	pausedUntil time.Time // the server asked for no request before this instant
-	queue       list.List // of *waiter, in arrival order
+	pausedUntil time.Time  // the server asked for no request before this instant
+	queue       list.List  // of *waiter, in arrival order
+	limit       rate.Limit // the limiter's rate, as last set
+	burst       int        // the limiter's burst, as last set
 }
 
 // waiter is a call queued for a token. Its wake channel is signalled when it
@@ -36,16 +43,31 @@ type waiter struct {
 	wake chan struct{}
 }
 
-// pauseLeft returns how long the key stays paused after now; 0 if it is not.
+// pauseLeft returns how long the key stays paused after now, the present;
+// 0 if it is not. A pause that is over is forgotten.
 func (ks *keyState) pauseLeft(now time.Time) time.Duration {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	return ks.pauseLeftLocked(now)
+	return ks.pauseNowLocked(now)
 }
 
 // pauseLeftLocked is pauseLeft; it requires ks.mu held.
 func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
+	if ks.pausedUntil.IsZero() {
+		return 0
+	}
 	return max(ks.pausedUntil.Sub(now), 0)
+}
+
+// pauseNowLocked returns how long the key stays paused after now, the
+// present, and forgets a pause that is over, so that later calls need not
+// read the clock for it. It requires ks.mu held.
+func (ks *keyState) pauseNowLocked(now time.Time) time.Duration {
+	left := ks.pauseLeftLocked(now)
+	if left == 0 {
+		ks.pausedUntil = time.Time{}
+	}
+	return left
 }
 
 // pause extends the key's pause to until; a shorter pause never cuts a
@@ -61,14 +83,14 @@ func (ks *keyState) pause(until time.Time) {
 // turnWait returns how long after at the n-th call in line would get its
 // token, if no call gave up meanwhile. It requires ks.mu held.
 func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
-	if ks.limiter == nil {
+	if ks.limiter == nil || ks.limit == rate.Inf {
 		return 0
 	}
 	missing := float64(n) - ks.limiter.TokensAt(at)
 	if missing <= 0 {
 		return 0
 	}
-	secs := math.Ceil(missing / float64(ks.limiter.Limit()) * 1e9)
+	secs := math.Ceil(missing / float64(ks.limit) * 1e9)
 	if secs >= math.MaxInt64 {
 		return math.MaxInt64
 	}
@@ -97,7 +119,15 @@ func (ks *keyState) leave(e *list.Element) {
 func (ks *keyState) removeLocked(e *list.Element) {
 	wasHead := ks.queue.Front() == e
 	ks.queue.Remove(e)
-	if head := ks.queue.Front(); wasHead && head != nil {
+	if wasHead {
+		ks.wakeHeadLocked()
+	}
+}
+
+// wakeHeadLocked signals the head of the queue, if any, to look at the
+// bucket again. It requires ks.mu held.
+func (ks *keyState) wakeHeadLocked() {
+	if head := ks.queue.Front(); head != nil {
 		select {
 		case head.Value.(*waiter).wake <- struct{}{}:
 		default: // already signalled
@@ -105,28 +135,54 @@ func (ks *keyState) removeLocked(e *list.Element) {
 	}
 }
 
-// registry maps keys to their state. Without a local rate, a key gets a
-// state only when its server asks for a pause.
+// observe feeds the outcome of an attempt that ended at now (and the
+// pause the server asked for, if it throttled) to the key's controller, and makes the key's bucket follow the controller's rate,
+// capped by the WithRate ceiling. A change of rate wakes the head of the
+// queue, so that it waits for the new rate, not the old one.
+func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration) {
+	if ks.ctl == nil {
+		return
+	}
+	perSecond, burst, enabled := ks.ctl.observe(now, throttled, pause)
+	if !enabled {
+		return // the bucket keeps the ceiling it was made with
+	}
+	limit := min(ks.ceiling, rate.Limit(perSecond))
+	burst = min(burst, ks.cap)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if limit == ks.limit && burst == ks.burst {
+		return
+	}
+	ks.limit, ks.burst = limit, burst
+	ks.limiter.SetLimitAt(now, limit)
+	ks.limiter.SetBurstAt(now, burst)
+	ks.wakeHeadLocked()
+}
+
+// registry maps keys to their state. Without a local rate or a controller,
+// a key gets a state only when its server asks for a pause.
 type registry struct {
 	perSecond float64 // 0: no local limit
 	burst     int
+	adaptive  AdaptiveMode
 
 	// mu guards the fields below.
 	mu   sync.RWMutex
 	keys map[string]*keyState
 }
 
-func newRegistry(perSecond float64, burst int) *registry {
-	return &registry{perSecond: perSecond, burst: burst, keys: make(map[string]*keyState)}
+func newRegistry(cfg *config) *registry {
+	return &registry{perSecond: cfg.perSecond, burst: cfg.burst, adaptive: cfg.adaptive, keys: make(map[string]*keyState)}
 }
 
-// lookup returns the state of key, creating it when a local rate needs one;
-// it returns nil for a key that needs no state yet.
+// lookup returns the state of key, creating it when a local rate or a
+// controller needs one; it returns nil for a key that needs no state yet.
 func (r *registry) lookup(key string) *keyState {
 	r.mu.RLock()
 	ks := r.keys[key]
 	r.mu.RUnlock()
-	if ks != nil || r.perSecond == 0 {
+	if ks != nil || (r.perSecond == 0 && r.adaptive == AdaptiveOff) {
 		return ks
 	}
 	return r.ensure(key)
@@ -138,11 +194,28 @@ func (r *registry) ensure(key string) *keyState {
 	defer r.mu.Unlock()
 	ks := r.keys[key]
 	if ks == nil {
-		ks = &keyState{}
-		if r.perSecond > 0 {
-			ks.limiter = rate.NewLimiter(rate.Limit(r.perSecond), r.burst)
-		}
+		ks = r.newKeyState(time.Now())
 		r.keys[key] = ks
+	}
+	return ks
+}
+
+func (r *registry) newKeyState(now time.Time) *keyState {
+	ks := &keyState{ceiling: rate.Inf, cap: math.MaxInt}
+	if r.perSecond > 0 {
+		ks.ceiling, ks.cap = rate.Limit(r.perSecond), r.burst
+	}
+	switch r.adaptive {
+	case AdaptiveDefault:
+		ks.ctl = NewGentle(now)
+	case AdaptiveCubic:
+		ks.ctl = NewCubic(now)
+	case AdaptiveAIMD:
+		ks.ctl = NewAIMD(now)
+	}
+	if ks.ctl != nil || r.perSecond > 0 {
+		ks.limit, ks.burst = ks.ceiling, min(ks.cap, math.MaxInt32)
+		ks.limiter = rate.NewLimiter(ks.limit, ks.burst)
 	}
 	return ks
 }
@@ -154,16 +227,20 @@ func (r *registry) ensure(key string) *keyState {
 // Transport allows. If the context is done while the call waits, it
 // returns the context's cause, having taken no token.
 func (c *call) admit() error {
-	ks := c.t.keys.lookup(c.key)
+	ks := c.state()
 	switch {
 	case ks == nil:
 		return nil
 	case ks.limiter == nil:
 		return c.waitPause(ks)
 	}
-	now := time.Now()
 	ks.mu.Lock()
-	pause := ks.pauseLeftLocked(now)
+	if ks.pausedUntil.IsZero() && ks.queue.Len() == 0 && ks.limit == rate.Inf {
+		ks.mu.Unlock()
+		return nil // nothing to wait for, and no need to read the clock
+	}
+	now := time.Now()
+	pause := ks.pauseNowLocked(now)
 	if pause == 0 && ks.queue.Len() == 0 && ks.limiter.AllowN(now, 1) {
 		ks.mu.Unlock()
 		return nil
@@ -193,7 +270,7 @@ func (c *call) waitTurn(ks *keyState) error {
 		)
 		ks.mu.Lock()
 		if ks.queue.Front() == e {
-			pause = ks.pauseLeftLocked(now)
+			pause = ks.pauseNowLocked(now)
 			if pause == 0 && ks.limiter.AllowN(now, 1) {
 				ks.removeLocked(e)
 				ks.mu.Unlock()
@@ -222,6 +299,12 @@ func (c *call) waitTurn(ks *keyState) error {
 // serves keys without a local rate, whose calls need no queue.
 func (c *call) waitPause(ks *keyState) error {
 	for {
+		ks.mu.Lock()
+		paused := !ks.pausedUntil.IsZero()
+		ks.mu.Unlock()
+		if !paused {
+			return nil
+		}
 		now := time.Now()
 		left := ks.pauseLeft(now)
 		if left == 0 {

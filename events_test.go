@@ -42,7 +42,7 @@ func TestHooksReportRetriesAndThrottling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder
 		next := newStub(status(429, "Retry-After", "2"), fail(timeoutError{}), status(503), status(200))
-		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithHooks(rec.hooks()))
+		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithHooks(rec.hooks()), polite.WithAdaptive(polite.AdaptiveOff))
 		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
@@ -59,7 +59,7 @@ func TestHooksReportWaitsAndRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec recorder
 		next := newStub(status(200), status(503, "Retry-After", "5"), status(200))
-		tr := polite.New(next, polite.WithRate(1, 1), polite.WithMaxAttempts(1), polite.WithHooks(rec.hooks()))
+		tr := polite.New(next, polite.WithRate(1, 1), polite.WithMaxAttempts(1), polite.WithHooks(rec.hooks()), polite.WithAdaptive(polite.AdaptiveOff))
 		for range 3 {
 			resp, err := get(t, t.Context(), tr, "http://a.test/")
 			require.NoError(t, err)

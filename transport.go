@@ -124,7 +124,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	return &Transport{
 		next:   next,
 		cfg:    cfg,
-		keys:   newRegistry(cfg.perSecond, cfg.burst),
+		keys:   newRegistry(&cfg),
 		budget: budget,
 	}
 }
@@ -136,6 +136,15 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req)}
 	return c.run()
+}
+
+// state returns the state of the call's key, or nil if the key needs none
+// yet.
+func (c *call) state() *keyState {
+	if c.ks == nil {
+		c.ks = c.t.keys.lookup(c.key)
+	}
+	return c.ks
 }
 
 // CloseIdleConnections closes the idle connections of the wrapped
@@ -157,6 +166,7 @@ type call struct {
 	req     *http.Request // the caller's request, never modified
 	ctx     context.Context
 	key     string
+	ks      *keyState // the key's state, once it has one
 	attempt int       // the attempt being made, 1-based
 	held    int       // retry cost held by the attempt in flight, refunded if it succeeds
 	sched   *schedule // backoff delays, made at the first retry
@@ -240,26 +250,40 @@ func (c *call) run() (*http.Response, error) {
 }
 
 // judge reports whether the attempt failed in a way worth retrying, and
-// records what the server said: a 429, or a 503 with Retry-After, pauses
-// the key for the delay the server asked for.
+// tells the key's state what the server said: every attempt feeds the
+// key's controller, and a 429, or a 503 with Retry-After, pauses the key
+// for the delay the server asked for.
 func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bool) {
 	if err != nil {
 		if c.ctx.Err() != nil {
-			return failure{}, false
+			return failure{}, false // the caller gave up: nothing was learnt
+		}
+		if ks := c.state(); ks != nil {
+			ks.observe(now, false, 0)
 		}
 		retry, timeout := retryableError(err)
 		return failure{timeout: timeout}, retry
 	}
-	if !retryableStatus(resp.StatusCode) {
+	code := resp.StatusCode
+	if !retryableStatus(code) {
+		if ks := c.state(); ks != nil {
+			ks.observe(now, false, 0)
+		}
 		return failure{}, false
 	}
 	var f failure
 	f.retryAfter, f.hasRetryAfter = parseRetryAfter(resp.Header, now)
-	code := resp.StatusCode
-	if code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && f.hasRetryAfter) {
-		if f.retryAfter > 0 {
-			c.t.keys.ensure(c.key).pause(now.Add(min(f.retryAfter, maxPause)))
+	throttled := code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && f.hasRetryAfter)
+	if throttled && f.retryAfter > 0 && c.ks == nil {
+		c.ks = c.t.keys.ensure(c.key)
+	}
+	if ks := c.state(); ks != nil {
+		if throttled && f.retryAfter > 0 {
+			ks.pause(now.Add(min(f.retryAfter, maxPause)))
 		}
+		ks.observe(now, throttled, f.retryAfter)
+	}
+	if throttled {
 		e := c.event(resp, nil)
 		e.RetryAfter = f.retryAfter
 		c.t.throttled(e)
@@ -286,7 +310,7 @@ func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 	// The next attempt also waits for its key's pause and bucket: count
 	// them, so that a retry that cannot be sent in time is not started.
 	earliest := delay
-	if ks := c.t.keys.lookup(c.key); ks != nil {
+	if ks := c.state(); ks != nil {
 		pause, turn := ks.nextTurnWait(now.Add(delay))
 		if pause > cfg.maxRetryAfter { // the next attempt would be refused
 			return 0, false

@@ -539,7 +539,7 @@ func TestRequestBodyClosedWhenNotSent(t *testing.T) {
 func TestServerPauseHoldsConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(429, "Retry-After", "10"), status(200))
-		tr := polite.New(next, polite.WithBackoff(0, 0))
+		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithAdaptive(polite.AdaptiveOff))
 		start := time.Now()
 		done := make(chan time.Duration, 6)
 		call := func() {

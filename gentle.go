@@ -1,0 +1,265 @@
+package polite
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Constants of Gentle. Rates are fractions of the estimated limit unless
+// said otherwise; times are seconds since the last congestion event.
+const (
+	gentleBeta     = 0.9         // the rate right after an event
+	gentleFall     = 0.25        // the rate right after an event that shows the limit fell
+	gentleHold     = 0.98        // the rate held below the limit
+	gentleClimb    = 2.0         // seconds to climb from the decrease to the hold
+	gentleWait     = 2.0         // seconds held before a probe
+	gentleCreep    = 0.06        // the probe's first phase grows the hold by this fraction a second
+	gentleCreepFor = 2.0         // seconds of the probe's first phase
+	gentleProbe    = 1.0         // then the probe doubles the rate every this many seconds
+	gentleSoon     = 3.0         // an event this soon after the last one shows the client stayed above the limit
+	gentleCooldown = time.Second // throttles this soon after an event belong to it
+	gentleDead     = 5           // refusals in a row, without a pause, that show a spent window
+	gentleTrickle  = 0.1         // the rate while a window is spent, as a fraction of the rate
+	gentleMinRate  = 0.5         // requests per second
+	gentleBurst    = 0.1         // seconds of the rate that the key's bucket may hold
+)
+
+// Gentle is polite's default send-rate controller (AdaptiveDefault). Like
+// the AWS SDKs' CUBIC controller ([Cubic]) it limits nothing until the
+// first throttle, then cuts the rate and grows it back; unlike it, it
+// estimates the server's limit, holds just below it, and probes above it
+// on a schedule, so that it wastes little of the server's quota. It is
+// usable outside HTTP and safe for concurrent use. Create it with
+// [NewGentle].
+//
+// # Estimating the limit
+//
+// A congestion event is the first throttle more than a second after the
+// last event; throttles within that second belong to it, so that a burst
+// of 429s from one overload counts once (Cubic cuts the rate at every
+// throttle). At an event, Gentle estimates the limit W from what the
+// server accepted, not from what the client sent:
+//
+//   - At the first throttle: the successful responses of the last second.
+//     For a token bucket, a fixed or sliding window and a leaky bucket
+//     alike, that is what the server lets through in a second. (Cubic uses
+//     the rate of all responses, which is 0 when the very first response is
+//     a throttle, and then sends at 0.5 requests per second.) If nothing
+//     succeeded, the limit is unknown: Gentle starts at 0.5 per second and
+//     doubles the rate every second until the next throttle.
+//   - Soon after the last event (within 3 seconds), the client stayed above
+//     the limit: if the server paused the key at the last event, it
+//     emptied its bucket at both events, so what it accepted in between,
+//     pause included, is its limit; if it refused without a pause, as a
+//     spent window does, it accepted its limit in the last second.
+//   - While holding a rate that held before: the limit fell, by an unknown
+//     amount. Gentle drops to a quarter of the rate and climbs back; if the
+//     limit fell far, the climb meets it soon and that event measures it.
+//   - While probing: the limit is near the rate of a second or two before
+//     (servers throttle with a lag), or, in the probe's fast phase, at most
+//     what the server accepted in the last second. The hold before the
+//     probe still holds, so W never falls below it (a probe's overshoot is
+//     not a fall of the limit).
+//
+// # The rate
+//
+// After an event the rate drops to 0.9·W (cuts of 0.7 compound in Cubic),
+// climbs back to 0.98·W in 2 seconds, holds there for 2 seconds, then
+// probes: it creeps up 6% a second for 2 seconds, then doubles every second
+// until the next throttle. A limit that rose is thus found within about 8
+// seconds of the last event, and a limit that did not costs one small
+// overshoot every 6 seconds or so. The curve is scaled to W, so it behaves
+// alike at 1 and at 10,000 requests per second (Cubic's constant is
+// absolute: slow at high rates, abrupt at low ones).
+//
+// When the server refuses 5 requests in a row without asking for a pause,
+// its window is spent: Gentle sends a trickle (a tenth of the rate) until a
+// request succeeds again, instead of spending the rest of the window on
+// refusals. As Cubic, Gentle never grows past twice the measured rate of
+// responses (a client that does not use its rate does not inflate it), and
+// never goes below 0.5 requests per second. Its bucket holds a tenth of a
+// second of the rate, so that it paces evenly.
+type Gentle struct {
+	// mu guards the fields below.
+	mu        sync.Mutex
+	enabled   bool
+	rate      float64
+	limit     float64   // W: the estimated limit of the server
+	from      float64   // the rate right after the last event
+	event     time.Time // the last congestion event
+	accepted  int       // successful responses since the last event
+	held      float64   // a rate that held, below which W does not fall; 0 if the limit fell
+	refused   int       // throttles since the last success
+	probed    bool      // the last event ended a probe
+	fast      bool      // and came in its fast phase, after the creep held
+	paused    bool      // the server paused the key at or since the last event
+	recent    window    // successful responses of the last second
+	responses meter     // all responses
+}
+
+// NewGentle returns a Gentle created at now, not enabled.
+func NewGentle(now time.Time) *Gentle {
+	return &Gentle{responses: newMeter(now), event: now}
+}
+
+// Update feeds the outcome of one attempt that ended at now: throttled
+// reports whether the server throttled it.
+func (g *Gentle) Update(now time.Time, throttled bool) { g.observe(now, throttled, 0) }
+
+// UpdateThrottled feeds an attempt that ended at now and that the server
+// throttled asking for a pause of retryAfter (Retry-After). The pause
+// tells Gentle how to read what follows: a server that pauses its clients
+// saves its capacity meanwhile.
+func (g *Gentle) UpdateThrottled(now time.Time, retryAfter time.Duration) {
+	g.observe(now, true, retryAfter)
+}
+
+func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (float64, int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	measured := g.responses.add(now)
+	if !throttled {
+		g.accepted++
+		g.refused = 0
+		g.recent.add(now)
+		if g.enabled {
+			g.rate = math.Max(gentleMinRate, math.Min(g.curve(now), math.Max(g.rate, 2*measured)))
+		}
+		return g.state()
+	}
+	g.refused++
+	g.paused = g.paused || pause > 0
+	since := now.Sub(g.event).Seconds()
+	if g.enabled && since < gentleCooldown.Seconds() {
+		return g.state() // the same congestion event
+	}
+	estimate, fall := g.estimate(now, since)
+	g.enabled = true
+	g.limit = math.Max(estimate, gentleMinRate)
+	g.from = math.Max(fall*g.limit, gentleMinRate)
+	g.rate = g.from
+	g.event = now
+	g.accepted = 0
+	g.paused = pause > 0
+	if estimate == 0 {
+		// Nothing succeeded: the limit is unknown. Start at the floor, in
+		// the probe's fast phase.
+		g.event = now.Add(-time.Duration((gentleClimb + gentleWait + gentleCreepFor) * float64(time.Second)))
+	}
+	return g.state()
+}
+
+// estimate returns the estimated limit at an event since seconds after the
+// last one, and the fraction of it to drop to. It updates what held. It
+// requires g.mu held.
+func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
+	hold := gentleHold * g.limit
+	probed, fast := g.probed, g.fast
+	g.probed = since >= gentleClimb+gentleWait
+	g.fast = since >= gentleClimb+gentleWait+gentleCreepFor
+	recent := float64(g.recent.sum(now))
+	switch {
+	case !g.enabled:
+		return recent, gentleBeta
+	case since < gentleSoon:
+		if !fast && !(probed && g.paused) {
+			g.held = 0 // not a probe's overshoot draining: the limit fell
+		}
+		if g.paused {
+			limit = float64(g.accepted) / since
+		} else {
+			limit = recent
+		}
+	case !g.probed:
+		g.held = 0
+		return g.rate, gentleFall
+	case !g.fast:
+		g.held = math.Max(g.held, hold)
+		limit = g.rate / (1 + 2*gentleCreep)
+	default:
+		g.held = math.Max(g.held, hold*(1+gentleCreep*(gentleCreepFor-1)))
+		limit = math.Max(math.Min(g.rate, recent), hold*(1+gentleCreep*gentleCreepFor))
+	}
+	return math.Max(limit, g.held/gentleHold), gentleBeta
+}
+
+// curve returns the rate at now: a climb from the decrease back to the
+// hold below the estimated limit, a hold, then a probe above it, first a
+// creep, then a growth that doubles the rate every gentleProbe seconds. It
+// requires g.mu held.
+func (g *Gentle) curve(now time.Time) float64 {
+	t := now.Sub(g.event).Seconds()
+	hold := gentleHold * g.limit
+	switch {
+	case t < gentleClimb:
+		x := 1 - t/gentleClimb
+		return hold - (hold-g.from)*x*x*x
+	case t < gentleClimb+gentleWait:
+		return hold
+	case t < gentleClimb+gentleWait+gentleCreepFor:
+		return hold * (1 + gentleCreep*(t-gentleClimb-gentleWait))
+	}
+	crept := hold * (1 + gentleCreep*gentleCreepFor)
+	return crept * math.Exp2((t-gentleClimb-gentleWait-gentleCreepFor)/gentleProbe)
+}
+
+// state returns what observe returns. It requires g.mu held.
+func (g *Gentle) state() (float64, int, bool) {
+	rate := g.rate
+	if g.refused >= gentleDead && !g.paused {
+		rate = math.Max(gentleTrickle*rate, gentleMinRate) // a spent window
+	}
+	return rate, max(int(math.Ceil(rate*gentleBurst)), 1), g.enabled
+}
+
+// Rate returns the rate to send at, in requests per second.
+func (g *Gentle) Rate() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rate, _, _ := g.state()
+	return rate
+}
+
+// Limit returns the estimate of the server's limit, in requests per
+// second: 0 until the first throttle.
+func (g *Gentle) Limit() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.limit
+}
+
+// Enabled reports whether the rate applies: true from the first throttle
+// on.
+func (g *Gentle) Enabled() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.enabled
+}
+
+// window counts events over the last second, in ten slots of 100ms.
+type window struct {
+	slots [10]int
+	index [10]int64 // the 100ms period each slot counts
+}
+
+func (w *window) add(now time.Time) {
+	i := now.UnixMilli() / 100
+	s := i % 10
+	if w.index[s] != i {
+		w.index[s], w.slots[s] = i, 0
+	}
+	w.slots[s]++
+}
+
+// sum returns the events of the second up to now.
+func (w *window) sum(now time.Time) int {
+	i := now.UnixMilli() / 100
+	n := 0
+	for s := range w.slots {
+		if w.index[s] > i-10 && w.index[s] <= i {
+			n += w.slots[s]
+		}
+	}
+	return n
+}

@@ -1,0 +1,396 @@
+package polite_test
+
+// The control-quality suite: whole scenarios in fake time, where 16
+// closed-loop workers call an in-memory server that enforces a rate limit
+// the way real servers do, through each adaptive mode of polite, beside an
+// oracle that knows the limit and a client that only retries.
+//
+//	go test -run TestControlQuality -v
+//
+// prints the table that README.md shows.
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/politehttp/polite"
+	"golang.org/x/time/rate"
+)
+
+const (
+	qualityWorkers = 16
+	qualityLatency = 20 * time.Millisecond // round trip of every request
+	qualityBin     = 100 * time.Millisecond
+)
+
+// limiter is how a server enforces its limit. It decides at now whether a
+// request is accepted; if not, it returns the status and Retry-After
+// (empty for none) of the rejection.
+type limiter interface {
+	allow(now time.Time, limit float64) (ok bool, status int, retryAfter string)
+}
+
+// gcra is a token bucket as the generic cell rate algorithm: the limit per
+// second, a burst of one second's worth, and 429 with Retry-After in whole
+// seconds (RFC 9110 allows no fraction), rounded up.
+type gcra struct{ tat time.Time }
+
+func (g *gcra) allow(now time.Time, limit float64) (bool, int, string) {
+	interval := time.Duration(float64(time.Second) / limit)
+	tolerance := time.Duration(math.Max(limit-1, 0)) * interval
+	if g.tat.IsZero() {
+		g.tat = now
+	}
+	if earliest := g.tat.Add(-tolerance); now.Before(earliest) {
+		return false, http.StatusTooManyRequests, strconv.Itoa(int(math.Ceil(earliest.Sub(now).Seconds())))
+	}
+	g.tat = maxTime(g.tat, now).Add(interval)
+	return true, 0, ""
+}
+
+// fixedWindow allows the limit per whole second and answers a bare 429.
+type fixedWindow struct {
+	window time.Time
+	count  float64
+}
+
+func (f *fixedWindow) allow(now time.Time, limit float64) (bool, int, string) {
+	if w := now.Truncate(time.Second); !w.Equal(f.window) {
+		f.window, f.count = w, 0
+	}
+	if f.count+1 > limit {
+		return false, http.StatusTooManyRequests, ""
+	}
+	f.count++
+	return true, 0, ""
+}
+
+// slidingWindow is the sliding window counter (Cloudflare's): the count of
+// the current second plus the previous second's, weighted by how much of
+// it the window still covers. It answers 429 with Retry-After: 1.
+type slidingWindow struct {
+	window      time.Time
+	prev, count float64
+}
+
+func (s *slidingWindow) allow(now time.Time, limit float64) (bool, int, string) {
+	w := now.Truncate(time.Second)
+	switch d := w.Sub(s.window); {
+	case d == time.Second:
+		s.prev, s.count = s.count, 0
+	case d > time.Second:
+		s.prev, s.count = 0, 0
+	}
+	s.window = w
+	elapsed := now.Sub(w).Seconds()
+	if s.prev*(1-elapsed)+s.count+1 > limit {
+		return false, http.StatusTooManyRequests, "1"
+	}
+	s.count++
+	return true, 0, ""
+}
+
+// leakyBucket is a leaky bucket used as a meter, as nginx's limit_req: a
+// level that leaks at the limit and holds one second's worth. It answers
+// 503 with Retry-After: 1.
+type leakyBucket struct {
+	level float64
+	last  time.Time
+}
+
+func (l *leakyBucket) allow(now time.Time, limit float64) (bool, int, string) {
+	if !l.last.IsZero() {
+		l.level = math.Max(0, l.level-now.Sub(l.last).Seconds()*limit)
+	}
+	l.last = now
+	if l.level+1 > math.Max(limit, 1) {
+		return false, http.StatusServiceUnavailable, "1"
+	}
+	l.level++
+	return true, 0, ""
+}
+
+// down is a server in a full outage: 503 without Retry-After.
+type down struct{}
+
+func (down) allow(time.Time, float64) (bool, int, string) {
+	return false, http.StatusServiceUnavailable, ""
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// limitServer is an in-memory server, used as next, that enforces a limit
+// that changes on a schedule, and counts what it accepted and rejected in
+// bins of 100ms.
+type limitServer struct {
+	start    time.Time
+	schedule []step
+	latency  time.Duration
+
+	mu       sync.Mutex
+	limiter  limiter
+	accepted []int
+	rejected []int
+}
+
+// step is a limit that holds from a time into the scenario on.
+type step struct {
+	at    time.Duration
+	limit float64
+}
+
+func (s *limitServer) limitAt(d time.Duration) float64 {
+	l := s.schedule[0].limit
+	for _, st := range s.schedule {
+		if d >= st.at {
+			l = st.limit
+		}
+	}
+	return l
+}
+
+func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.latency / 2)
+	now := time.Now()
+	s.mu.Lock()
+	ok, status, retryAfter := s.limiter.allow(now, s.limitAt(now.Sub(s.start)))
+	bin := int(now.Sub(s.start) / qualityBin)
+	for len(s.accepted) <= bin {
+		s.accepted, s.rejected = append(s.accepted, 0), append(s.rejected, 0)
+	}
+	if ok {
+		s.accepted[bin]++
+	} else {
+		s.rejected[bin]++
+	}
+	s.mu.Unlock()
+	time.Sleep(s.latency / 2)
+	if ok {
+		return respond(req, http.StatusOK, http.NoBody), nil
+	}
+	if retryAfter != "" {
+		return respond(req, status, http.NoBody, "Retry-After", retryAfter), nil
+	}
+	return respond(req, status, http.NoBody), nil
+}
+
+// oracle is a client that knows the server's limit at every moment and
+// paces at it with x/time/rate; it never retries.
+type oracle struct {
+	server  *limitServer
+	limiter *rate.Limiter
+	mu      sync.Mutex
+	current float64
+}
+
+func (o *oracle) RoundTrip(req *http.Request) (*http.Response, error) {
+	l := o.server.limitAt(time.Since(o.server.start))
+	o.mu.Lock()
+	if l != o.current {
+		o.current = l
+		o.limiter.SetLimit(rate.Limit(l))
+	}
+	o.mu.Unlock()
+	if err := o.limiter.Wait(req.Context()); err != nil {
+		return nil, err
+	}
+	return o.server.RoundTrip(req)
+}
+
+// scenario is one run of the suite.
+type scenario struct {
+	name     string
+	limiter  func() limiter
+	schedule []step
+	length   time.Duration
+	steady   time.Duration // utilization and rejections are measured from here on
+	workers  int           // closed-loop workers; 16 if 0
+	latency  time.Duration // round trip of every request; 20ms if 0
+}
+
+// result is what one client achieved in one scenario.
+type result struct {
+	client      string
+	utilization float64 // accepted ÷ what the limit allowed, from steady on
+	rejected    float64 // rejected ÷ attempts, from steady on
+	amplify     float64 // attempts ÷ calls, over the whole run
+	p99         time.Duration
+	converge    []time.Duration // per change of limit: time to settle (see settle)
+	calls       int
+	attempts    int
+}
+
+func (sc scenario) run(t *testing.T, client string) result {
+	var r result
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := &limitServer{start: start, schedule: sc.schedule, limiter: sc.limiter(), latency: cmp.Or(sc.latency, qualityLatency)}
+		if debugServer != nil {
+			debugServer(srv)
+		}
+		var rt http.RoundTripper
+		switch client {
+		case "oracle":
+			rt = &oracle{server: srv, limiter: rate.NewLimiter(rate.Limit(sc.schedule[0].limit), 1), current: sc.schedule[0].limit}
+		case "retry-only":
+			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveOff))
+		case "aws-cubic":
+			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveCubic))
+		case "aimd":
+			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveAIMD))
+		case "default":
+			rt = polite.New(srv)
+		}
+		var mu sync.Mutex
+		var latencies []time.Duration
+		var wg sync.WaitGroup
+		for range cmp.Or(sc.workers, qualityWorkers) {
+			wg.Go(func() {
+				for time.Since(start) < sc.length {
+					begin := time.Now()
+					resp, err := rt.RoundTrip(mustRequest(t, t.Context(), "http://api.test/"))
+					if err == nil {
+						resp.Body.Close()
+					}
+					mu.Lock()
+					latencies = append(latencies, time.Since(begin))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		r = sc.measure(srv, client, latencies)
+	})
+	return r
+}
+
+func (sc scenario) measure(srv *limitServer, client string, latencies []time.Duration) result {
+	r := result{client: client, calls: len(latencies)}
+	var accepted, rejected, allowed float64
+	for bin := range srv.accepted {
+		at := time.Duration(bin) * qualityBin
+		r.attempts += srv.accepted[bin] + srv.rejected[bin]
+		if at < sc.steady || at >= sc.length {
+			continue
+		}
+		accepted += float64(srv.accepted[bin])
+		rejected += float64(srv.rejected[bin])
+		allowed += srv.limitAt(at) * qualityBin.Seconds()
+	}
+	if allowed > 0 {
+		r.utilization = accepted / allowed
+	}
+	if accepted+rejected > 0 {
+		r.rejected = rejected / (accepted + rejected)
+	}
+	r.amplify = float64(r.attempts) / float64(max(r.calls, 1))
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		r.p99 = latencies[min(n-1, n*99/100)]
+	}
+	for i := 1; i < len(sc.schedule); i++ {
+		r.converge = append(r.converge, sc.settle(srv, i))
+	}
+	return r
+}
+
+// settle returns how long the client took to settle after the i-th change
+// of limit: after a drop, until the rejections of every second of the
+// following five stay under 5% of attempts; after a rise, until the
+// accepted requests of a second first reach 90% of the new limit.
+func (sc scenario) settle(srv *limitServer, i int) time.Duration {
+	from, to := sc.schedule[i].at, sc.length
+	if i+1 < len(sc.schedule) {
+		to = sc.schedule[i+1].at
+	}
+	per := int(time.Second / qualityBin)
+	first, last := int(from/qualityBin), int(to/qualityBin)-per
+	sum := func(bins []int, b int) (n int) {
+		for _, v := range bins[b : b+per] {
+			n += v
+		}
+		return n
+	}
+	if sc.schedule[i].limit < sc.schedule[i-1].limit {
+		calm := 0 // consecutive windows under 5%
+		for b := first; b <= last; b++ {
+			a, r := sum(srv.accepted, b), sum(srv.rejected, b)
+			if a+r > 0 && float64(r) >= 0.05*float64(a+r) {
+				calm = 0
+				continue
+			}
+			if calm++; calm == 5*per {
+				return time.Duration(b-calm+1+per-first) * qualityBin
+			}
+		}
+		return to - from
+	}
+	for b := first; b <= last; b++ {
+		if float64(sum(srv.accepted, b)) >= 0.9*sc.schedule[i].limit {
+			return time.Duration(b+per-first) * qualityBin
+		}
+	}
+	return to - from
+}
+
+var qualityScenarios = []scenario{
+	{name: "token bucket, 429 + Retry-After", limiter: func() limiter { return &gcra{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+	{name: "fixed window, bare 429", limiter: func() limiter { return &fixedWindow{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+	{name: "sliding window, 429 + Retry-After", limiter: func() limiter { return &slidingWindow{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+	{name: "leaky bucket, 503 + Retry-After", limiter: func() limiter { return &leakyBucket{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+	{name: "token bucket, L 100 → 25 → 100", limiter: func() limiter { return &gcra{} },
+		schedule: []step{{0, 100}, {40 * time.Second, 25}, {80 * time.Second, 100}}, length: 120 * time.Second, steady: 10 * time.Second},
+	{name: "fixed window, L 100 → 25 → 100", limiter: func() limiter { return &fixedWindow{} },
+		schedule: []step{{0, 100}, {40 * time.Second, 25}, {80 * time.Second, 100}}, length: 120 * time.Second, steady: 10 * time.Second},
+	{name: "full outage, 503", limiter: func() limiter { return down{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+}
+
+var debugServer func(*limitServer)
+
+var qualityClients = []string{"oracle", "retry-only", "aws-cubic", "aimd", "default"}
+
+func TestControlQuality(t *testing.T) {
+	results := make([][]result, len(qualityScenarios))
+	for i, sc := range qualityScenarios {
+		for _, c := range qualityClients {
+			results[i] = append(results[i], sc.run(t, c))
+		}
+	}
+	t.Log("\n" + qualityTable(results))
+}
+
+func qualityTable(results [][]result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | client | delivered ÷ L | rejected ÷ attempts | attempts ÷ calls | p99 call | settle after changes |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
+	for i, row := range results {
+		for _, r := range row {
+			var settle []string
+			for _, d := range r.converge {
+				settle = append(settle, d.Round(100*time.Millisecond).String())
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f%% | %.2f | %v | %s |\n", qualityScenarios[i].name, r.client,
+				100*r.utilization, 100*r.rejected, r.amplify, r.p99.Round(time.Millisecond), strings.Join(settle, ", "))
+		}
+	}
+	return b.String()
+}

@@ -7,10 +7,10 @@ package polite_test
 
 import (
 	"fmt"
-	"time"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDebugQuality(t *testing.T) {

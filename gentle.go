@@ -158,7 +158,7 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
 	probed, fast := g.probed, g.fast
 	g.probed = since >= gentleClimb+gentleWait
 	g.fast = since >= gentleClimb+gentleWait+gentleCreepFor
-	recent := float64(g.recent.sum(now))
+	recent := g.recent.sum(now)
 	switch {
 	case !g.enabled:
 		return recent, gentleBeta
@@ -166,10 +166,14 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
 		if !fast && !(probed && g.paused) {
 			g.held = 0 // not a probe's overshoot draining: the limit fell
 		}
-		if g.paused {
-			limit = float64(g.accepted) / since
-		} else {
+		spanned := float64(g.accepted) / since
+		switch {
+		case g.paused:
+			limit = spanned
+		case probed:
 			limit = recent
+		default:
+			limit = math.Min(recent, spanned)
 		}
 	case !g.probed:
 		g.held = 0
@@ -237,28 +241,37 @@ func (g *Gentle) Enabled() bool {
 	return g.enabled
 }
 
-// window counts events over the last second, in ten slots of 100ms.
+// window counts events over the last second, in slots of 100ms.
 type window struct {
-	slots [10]int
-	index [10]int64 // the 100ms period each slot counts
+	slots [11]int
+	index [11]int64 // the 100ms period each slot counts
 }
 
 func (w *window) add(now time.Time) {
-	i := now.UnixMilli() / 100
-	s := i % 10
+	i := now.UnixNano() / int64(100*time.Millisecond)
+	s := i % int64(len(w.slots))
 	if w.index[s] != i {
 		w.index[s], w.slots[s] = i, 0
 	}
 	w.slots[s]++
 }
 
-// sum returns the events of the second up to now.
-func (w *window) sum(now time.Time) int {
-	i := now.UnixMilli() / 100
-	n := 0
+// sum returns the events of the second up to now: the slots of the last
+// ten periods, the current one included, and of the eleventh the share
+// that falls within the second.
+func (w *window) sum(now time.Time) float64 {
+	ns := now.UnixNano()
+	i := ns / int64(100*time.Millisecond)
+	elapsed := float64(ns%int64(100*time.Millisecond)) / float64(100*time.Millisecond)
+	n := 0.0
 	for s := range w.slots {
-		if w.index[s] > i-10 && w.index[s] <= i {
-			n += w.slots[s]
+		switch w.index[s] {
+		case i - 10:
+			n += float64(w.slots[s]) * (1 - elapsed)
+		default:
+			if w.index[s] > i-10 && w.index[s] <= i {
+				n += float64(w.slots[s])
+			}
 		}
 	}
 	return n

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/politehttp/polite"
+	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
 )
 
@@ -164,7 +165,12 @@ func (s *limitServer) limitAt(d time.Duration) float64 {
 }
 
 func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	time.Sleep(s.latency / 2)
+	// Each worker sees a slightly different latency, so that requests
+	// seldom arrive at the same fake instant: the order of goroutines that
+	// wake at the same instant is not fixed, and ties make runs differ.
+	worker, _ := strconv.Atoi(req.Header.Get("Worker"))
+	latency := s.latency + time.Duration(worker)*s.latency/97
+	time.Sleep(latency / 2)
 	now := time.Now()
 	s.mu.Lock()
 	ok, status, retryAfter := s.limiter.allow(now, s.limitAt(now.Sub(s.start)))
@@ -178,7 +184,7 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.rejected[bin]++
 	}
 	s.mu.Unlock()
-	time.Sleep(s.latency / 2)
+	time.Sleep(latency / 2)
 	if ok {
 		return respond(req, http.StatusOK, http.NoBody), nil
 	}
@@ -258,11 +264,13 @@ func (sc scenario) run(t *testing.T, client string) result {
 		var mu sync.Mutex
 		var latencies []time.Duration
 		var wg sync.WaitGroup
-		for range cmp.Or(sc.workers, qualityWorkers) {
+		for w := range cmp.Or(sc.workers, qualityWorkers) {
 			wg.Go(func() {
 				for time.Since(start) < sc.length {
 					begin := time.Now()
-					resp, err := rt.RoundTrip(mustRequest(t, t.Context(), "http://api.test/"))
+					req := mustRequest(t, t.Context(), "http://api.test/")
+					req.Header.Set("Worker", strconv.Itoa(w))
+					resp, err := rt.RoundTrip(req)
 					if err == nil {
 						resp.Body.Close()
 					}
@@ -364,10 +372,30 @@ var qualityScenarios = []scenario{
 		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
 }
 
-var debugServer func(*limitServer)
+// qualityVariants run the default controller and Cubic at other limits,
+// latencies and concurrencies, so that the default is not tuned to one
+// operating point.
+var qualityVariants = []scenario{
+	{name: "token bucket, L 10, 200ms, 4 workers", limiter: func() limiter { return &gcra{} },
+		schedule: []step{{0, 10}}, length: 120 * time.Second, steady: 20 * time.Second, workers: 4, latency: 200 * time.Millisecond},
+	{name: "fixed window, L 10, 200ms, 4 workers", limiter: func() limiter { return &fixedWindow{} },
+		schedule: []step{{0, 10}}, length: 120 * time.Second, steady: 20 * time.Second, workers: 4, latency: 200 * time.Millisecond},
+	{name: "token bucket, L 1000, 20ms, 64 workers", limiter: func() limiter { return &gcra{} },
+		schedule: []step{{0, 1000}}, length: 30 * time.Second, steady: 10 * time.Second, workers: 64},
+	{name: "fixed window, L 1000, 20ms, 64 workers", limiter: func() limiter { return &fixedWindow{} },
+		schedule: []step{{0, 1000}}, length: 30 * time.Second, steady: 10 * time.Second, workers: 64},
+	{name: "token bucket, L 100, 2 workers (client-bound)", limiter: func() limiter { return &gcra{} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, workers: 2},
+}
 
 var qualityClients = []string{"oracle", "retry-only", "aws-cubic", "aimd", "default"}
 
+// debugServer, if set, is given each server the suite makes (see
+// debug_quality_test.go).
+var debugServer func(*limitServer)
+
+// TestControlQuality runs the suite, prints its table, and asserts floors
+// well inside the figures measured (README.md), so that it never flakes.
 func TestControlQuality(t *testing.T) {
 	results := make([][]result, len(qualityScenarios))
 	for i, sc := range qualityScenarios {
@@ -375,10 +403,61 @@ func TestControlQuality(t *testing.T) {
 			results[i] = append(results[i], sc.run(t, c))
 		}
 	}
-	t.Log("\n" + qualityTable(results))
+	t.Log("\n" + qualityTable(qualityScenarios, results))
+
+	for i, sc := range qualityScenarios {
+		byClient := map[string]result{}
+		for _, r := range results[i] {
+			byClient[r.client] = r
+		}
+		def, cubic, oracle := byClient["default"], byClient["aws-cubic"], byClient["oracle"]
+		if sc.name == "full outage, 503" {
+			// Once the budget is spent every call is one attempt: over the
+			// run, the 100 retries the budget allows are a rounding error.
+			for _, c := range []string{"retry-only", "aws-cubic", "aimd", "default"} {
+				assert.LessOrEqual(t, byClient[c].amplify, 1.1, "%s: %s attempts ÷ calls", sc.name, c)
+			}
+			continue
+		}
+		assert.GreaterOrEqual(t, oracle.utilization, 0.97, "%s: the oracle shows what the server allows", sc.name)
+		// The default beats AWS's controller: more of the quota, and no
+		// more rejections than it, or than 1%.
+		assert.Greater(t, def.utilization, cubic.utilization, "%s: default vs aws-cubic utilization", sc.name)
+		assert.LessOrEqual(t, def.rejected, max(cubic.rejected, 0.01), "%s: default vs aws-cubic rejections", sc.name)
+		switch {
+		case len(sc.schedule) > 1:
+			assert.GreaterOrEqual(t, def.utilization, 0.85, sc.name)
+			assert.LessOrEqual(t, def.converge[0], 5*time.Second, "%s: settled after the drop", sc.name)
+			assert.LessOrEqual(t, def.converge[1], 10*time.Second, "%s: 90%% of the new limit after the rise", sc.name)
+		case strings.HasPrefix(sc.name, "sliding"):
+			// Each probe costs the second of pause that Retry-After: 1
+			// asks for (see README.md): the 95% goal is out of reach here.
+			assert.GreaterOrEqual(t, def.utilization, 0.70, sc.name)
+		default:
+			assert.GreaterOrEqual(t, def.utilization, 0.95, sc.name)
+			assert.LessOrEqual(t, def.rejected, 0.01, sc.name)
+		}
+	}
 }
 
-func qualityTable(results [][]result) string {
+// TestControlQualityVariants checks the default controller against Cubic
+// away from the suite's operating point.
+func TestControlQualityVariants(t *testing.T) {
+	results := make([][]result, len(qualityVariants))
+	for i, sc := range qualityVariants {
+		for _, c := range []string{"aws-cubic", "default"} {
+			results[i] = append(results[i], sc.run(t, c))
+		}
+	}
+	t.Log("\n" + qualityTable(qualityVariants, results))
+	for i, sc := range qualityVariants {
+		cubic, def := results[i][0], results[i][1]
+		assert.GreaterOrEqual(t, def.utilization, min(0.9, cubic.utilization), sc.name)
+		assert.LessOrEqual(t, def.rejected, max(0.05, cubic.rejected), sc.name)
+	}
+}
+
+func qualityTable(scenarios []scenario, results [][]result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| scenario | client | delivered ÷ L | rejected ÷ attempts | attempts ÷ calls | p99 call | settle after changes |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
@@ -388,7 +467,7 @@ func qualityTable(results [][]result) string {
 			for _, d := range r.converge {
 				settle = append(settle, d.Round(100*time.Millisecond).String())
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f%% | %.2f | %v | %s |\n", qualityScenarios[i].name, r.client,
+			fmt.Fprintf(&b, "| %s | %s | %.1f%% | %.2f%% | %.2f | %v | %s |\n", scenarios[i].name, r.client,
 				100*r.utilization, 100*r.rejected, r.amplify, r.p99.Round(time.Millisecond), strings.Join(settle, ", "))
 		}
 	}

@@ -1,0 +1,208 @@
+package polite
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// answer is an in-memory next that answers each request with the status
+// the function gives for the n-th request (0-based), and Retry-After if
+// the function gives one.
+type answer func(n int) (status int, retryAfter string)
+
+func (a answer) transport(calls *[]time.Time) http.RoundTripper {
+	var mu sync.Mutex
+	return roundTrip(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		n := len(*calls)
+		*calls = append(*calls, time.Now())
+		mu.Unlock()
+		status, ra := a(n)
+		h := http.Header{}
+		if ra != "" {
+			h.Set("Retry-After", ra)
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+	})
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func get(t *testing.T, tr *Transport, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestWithAdaptiveSelectsTheController(t *testing.T) {
+	for _, tt := range []struct {
+		mode AdaptiveMode
+		want any
+	}{
+		{AdaptiveDefault, (*Gentle)(nil)},
+		{AdaptiveCubic, (*Cubic)(nil)},
+		{AdaptiveAIMD, (*AIMD)(nil)},
+		{AdaptiveOff, nil},
+		{AdaptiveMode(42), (*Gentle)(nil)},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			tr := New(nil, WithAdaptive(tt.mode))
+			ks := tr.keys.lookup("a.test")
+			if tt.want == nil {
+				assert.Nil(t, ks, "no state without a controller or a rate")
+				return
+			}
+			require.NotNil(t, ks)
+			assert.IsType(t, tt.want, ks.ctl)
+		})
+	}
+	assert.Equal(t, "AdaptiveMode(42)", AdaptiveMode(42).String())
+}
+
+// A 429, or a 503 with Retry-After, is a throttle; a bare 503 is not.
+func TestWhatThrottles(t *testing.T) {
+	for _, tt := range []struct {
+		status    int
+		ra        string
+		throttled bool
+	}{
+		{429, "", true}, {429, "1", true}, {503, "1", true}, {503, "", false}, {500, "1", false}, {200, "", false},
+	} {
+		t.Run(http.StatusText(tt.status)+" "+tt.ra, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls []time.Time
+				next := answer(func(int) (int, string) { return tt.status, tt.ra }).transport(&calls)
+				tr := New(next, WithMaxAttempts(1))
+				get(t, tr, "http://a.test/")
+				assert.Equal(t, tt.throttled, tr.keys.lookup("a.test").ctl.(*Gentle).Enabled())
+			})
+		})
+	}
+}
+
+// Every attempt feeds the controller, retries included.
+func TestEveryAttemptFeedsTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		next := answer(func(n int) (int, string) {
+			if n < 3 {
+				return 503, ""
+			}
+			return 200, ""
+		}).transport(&calls)
+		tr := New(next, WithAdaptive(AdaptiveCubic), WithBackoff(0, 0))
+		assert.Equal(t, 200, get(t, tr, "http://a.test/"))
+		c := tr.keys.lookup("a.test").ctl.(*Cubic)
+		assert.Equal(t, 4, c.responses.count, "four attempts, four updates, all in one measurement bucket")
+	})
+}
+
+// Once throttled, the key's bucket follows the controller.
+func TestBucketFollowsTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		next := answer(func(n int) (int, string) {
+			if n == 300 {
+				return 429, ""
+			}
+			return 200, ""
+		}).transport(&calls)
+		tr := New(next, WithMaxAttempts(1))
+		start := time.Now()
+		for range 300 { // 100 a second for 3 seconds: nothing throttled, nothing paced
+			get(t, tr, "http://a.test/")
+			time.Sleep(10 * time.Millisecond)
+		}
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		get(t, tr, "http://a.test/") // the 429
+		require.True(t, tr.keys.lookup("a.test").ctl.(*Gentle).Enabled())
+		start = time.Now()
+		for range 45 {
+			get(t, tr, "http://a.test/")
+		}
+		// Gentle sends at 0.9 of the 100/s it saw accepted, climbing: 45
+		// requests, 9 of them at once (a tenth of a second of the rate),
+		// take about 0.4s. Unpaced they would take none.
+		assert.InDelta(t, 0.4, time.Since(start).Seconds(), 0.05)
+	})
+}
+
+// A WithRate rate is a ceiling the controller never lifts.
+func TestWithRateIsACeilingForTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(nil, WithRate(20, 2))
+		ks := tr.keys.lookup("a.test")
+		for range 1000 { // the server accepts 1000 a second
+			time.Sleep(time.Millisecond)
+			ks.observe(time.Now(), false, 0)
+		}
+		ks.observe(time.Now(), true, 0)
+		require.True(t, ks.ctl.(*Gentle).Enabled())
+		assert.InDelta(t, 900, ks.ctl.(*Gentle).Rate(), 10, "the controller's rate")
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
+		assert.Equal(t, 2, ks.burst)
+	})
+}
+
+// A change of the rate reaches the calls already waiting: the head of the
+// queue wakes on every change and waits for the new rate (go-peers.md §3,
+// pitfall 20: x/time/rate does not re-time its reservations). Here the
+// server's window is spent, so Gentle trickles at a tenth of its rate;
+// the window opens again while a call waits, and the call goes at the
+// full rate instead of waiting out the trickle.
+func TestRateChangesReachQueuedCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(nil)
+		ks := tr.keys.lookup("a.test")
+		for range 100 { // 100 responses a second for a second
+			time.Sleep(10 * time.Millisecond)
+			ks.observe(time.Now(), false, 0)
+		}
+		for range gentleDead { // a spent window: refusals without a pause
+			ks.observe(time.Now(), true, 0)
+		}
+		ks.mu.Lock()
+		trickle := float64(ks.limit)
+		ks.mu.Unlock()
+		require.InDelta(t, 9, trickle, 0.5)
+
+		for ks.limiter.AllowN(time.Now(), 1) { // empty the bucket
+		}
+		c := &call{t: tr, req: mustGet(t, "http://a.test/"), key: "a.test", ks: ks}
+		c.ctx = c.req.Context()
+		start := time.Now()
+		done := make(chan time.Duration)
+		go func() {
+			assert.NoError(t, c.admit())
+			done <- time.Since(start)
+		}()
+		synctest.Wait()                  // queued for the token of 1/9 s from now
+		ks.observe(time.Now(), false, 0) // a success: the window opened
+		ks.mu.Lock()
+		full := float64(ks.limit)
+		ks.mu.Unlock()
+		require.InDelta(t, 90, full, 1)
+		assert.InDelta(t, 1/full, (<-done).Seconds(), 1e-3, "waited for the new rate, not the trickle")
+	})
+}
+
+func mustGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	return req
+}

@@ -162,3 +162,27 @@ func ExampleRetryBudget() {
 	// true 495
 	// 500
 }
+
+// The controllers work outside HTTP too: feed each outcome, send at the
+// rate once enabled.
+func ExampleGentle() {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := polite.NewGentle(start)
+	// The server accepted 50 requests a second for 10 seconds...
+	for i := range 500 {
+		g.Update(start.Add(time.Duration(i)*20*time.Millisecond), false)
+	}
+	// ...then throttled one.
+	g.Update(start.Add(10*time.Second), true)
+	fmt.Printf("enabled %v, limit about %.0f/s, sending at %.0f/s\n", g.Enabled(), g.Limit(), g.Rate())
+	// Output: enabled true, limit about 50/s, sending at 45/s
+}
+
+func ExampleWithAdaptive() {
+	// AWS SDKs' adaptive retry mode, number for number, instead of polite's
+	// default controller.
+	client := &http.Client{Transport: polite.New(nil, polite.WithAdaptive(polite.AdaptiveCubic))}
+	_ = client
+	fmt.Println(polite.AdaptiveCubic)
+	// Output: cubic
+}

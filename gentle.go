@@ -41,7 +41,9 @@ const (
 // throttle). At an event, Gentle estimates the limit W from what the
 // server accepted, not from what the client sent:
 //
-//   - At the first throttle: the successful responses of the last second.
+//   - At the first throttle: the successful responses of the last second
+//     (of the time since Gentle was created, if that is shorter, per
+//     second).
 //     For a token bucket, a fixed or sliding window and a leaky bucket
 //     alike, that is what the server lets through in a second. (Cubic uses
 //     the rate of all responses, which is 0 when the very first response is
@@ -81,6 +83,8 @@ const (
 // never goes below 0.5 requests per second. Its bucket holds a tenth of a
 // second of the rate, so that it paces evenly.
 type Gentle struct {
+	created time.Time
+
 	// mu guards the fields below.
 	mu        sync.Mutex
 	enabled   bool
@@ -89,6 +93,7 @@ type Gentle struct {
 	from      float64   // the rate right after the last event
 	event     time.Time // the last congestion event
 	accepted  int       // successful responses since the last event
+	watching  time.Time // throttled before anything succeeded, at this time
 	held      float64   // a rate that held, below which W does not fall; 0 if the limit fell
 	refused   int       // throttles since the last success
 	probed    bool      // the last event ended a probe
@@ -100,7 +105,7 @@ type Gentle struct {
 
 // NewGentle returns a Gentle created at now, not enabled.
 func NewGentle(now time.Time) *Gentle {
-	return &Gentle{responses: newMeter(now), event: now}
+	return &Gentle{responses: newMeter(now), event: now, created: now}
 }
 
 // Update feeds the outcome of one attempt that ended at now: throttled
@@ -134,6 +139,15 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 	if g.enabled && since < gentleCooldown.Seconds() {
 		return g.state() // the same congestion event
 	}
+	if !g.enabled && (g.watching.IsZero() && g.recent.sum(now) == 0 || now.Sub(g.watching) < gentleCooldown) {
+		// Throttled before anything succeeded: the limit is unknown. Watch
+		// for a second, as the server's pauses allow, and measure what it
+		// accepts meanwhile.
+		if g.watching.IsZero() {
+			g.watching, g.accepted = now, 0
+		}
+		return g.state()
+	}
 	estimate, fall := g.estimate(now, since)
 	g.enabled = true
 	g.limit = math.Max(estimate, gentleMinRate)
@@ -160,7 +174,15 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
 	g.fast = since >= gentleClimb+gentleWait+gentleCreepFor
 	recent := g.recent.sum(now)
 	switch {
+	case !g.enabled && !g.watching.IsZero():
+		return float64(g.accepted) / now.Sub(g.watching).Seconds(), gentleBeta
 	case !g.enabled:
+		if seen := now.Sub(g.created).Seconds(); seen > 0 && seen < 1 {
+			// Throttled within the first second: what was accepted so far
+			// came in less than a second. Better to overestimate (the next
+			// event, soon, measures the limit) than to start far too low.
+			recent /= seen
+		}
 		return recent, gentleBeta
 	case since < gentleSoon:
 		if !fast && !(probed && g.paused) {

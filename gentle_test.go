@@ -43,16 +43,30 @@ func TestGentleSeedsFromWhatTheServerAccepted(t *testing.T) {
 	assert.InDelta(t, 70, c.Rate(), 2)
 }
 
-func TestGentleStartsLowWhenNothingSucceeded(t *testing.T) {
-	// Cubic drops to 0.5/s here and climbs slowly; Gentle starts at 0.5/s
-	// and doubles every second.
+func TestGentleWatchesWhenNothingSucceeded(t *testing.T) {
+	// Throttled before anything succeeded, the limit is unknown. Cubic drops
+	// to 0.5/s here and climbs slowly; Gentle watches for a second, as the
+	// server's pauses allow, and measures what the server accepts.
 	g := NewGentle(epoch)
-	rate, burst, enabled := g.observe(at(100*time.Millisecond), true, 0)
+	_, _, enabled := g.observe(at(time.Millisecond), true, 20*time.Millisecond)
+	assert.False(t, enabled)
+	g.Update(at(500*time.Millisecond), true)
+	assert.False(t, g.Enabled(), "still watching")
+	feed(g, 100*time.Millisecond, 1100*time.Millisecond, 40)
+	g.Update(at(1100*time.Millisecond), true)
+	require.True(t, g.Enabled())
+	assert.InDelta(t, 40/1.099, g.Limit(), 1e-9, "accepted per second since the first throttle")
+}
+
+func TestGentleStartsLowWhenNothingEverSucceeds(t *testing.T) {
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	rate, burst, enabled := g.observe(at(1100*time.Millisecond), true, 0)
 	require.True(t, enabled)
 	assert.Equal(t, gentleMinRate, rate)
 	assert.Equal(t, 1, burst)
-	now := 100 * time.Millisecond
-	for now < 4*time.Second { // send at the rate Gentle allows
+	now := 1100 * time.Millisecond
+	for now < 5*time.Second { // send at the rate Gentle allows; all succeed
 		rate, _, _ = g.observe(at(now), false, 0)
 		now += time.Duration(float64(time.Second) / rate)
 	}

@@ -6,16 +6,55 @@
 //
 // # Pacing
 //
-// With [WithRate], each key (the request URL's host unless [WithKey] says
-// otherwise) has a token bucket from golang.org/x/time/rate, and every
-// attempt, retries included, waits for its turn and a token: calls are
-// served in the order they came. When a server answers 429 or 503 with a
-// Retry-After, its key is paused: every call to that key waits until the
-// pause ends instead of hitting the server too.
+// Each key (the request URL's host unless [WithKey] says otherwise) has a
+// token bucket from golang.org/x/time/rate, and every attempt, retries
+// included, waits for its turn and a token: calls are served in the order
+// they came. The bucket's rate is the one [WithRate] sets, if any, until
+// the server first throttles the key; from then on a controller sets it
+// from the server's answers (see Adaptive rate below), never above the
+// WithRate rate. When a server answers 429 or 503 with a Retry-After, its
+// key is also paused: every call to that key waits until the pause ends
+// instead of hitting the server too.
 //
 // A wait never outlives the request's context: a wait that would end after
 // the deadline fails at once with a [*ThrottledError] that says how long it
-// would have been, and a cancelled wait gives its token back.
+// would have been, and a cancelled wait gives its place back.
+//
+// # Adaptive rate
+//
+// A client that is not told the server's limit must find it. Every
+// attempt feeds its key's controller: a 429, or a 503 with Retry-After, is
+// a throttle; any other outcome is not. [WithAdaptive] selects the
+// controller: [Gentle] by default, [Cubic] (the AWS SDKs' adaptive retry
+// mode, number for number), [AIMD], or none. The controllers are exported
+// and usable outside HTTP.
+//
+// # Where polite departs from the AWS SDKs
+//
+// polite reproduces AWS's adaptive mode in [Cubic] and its retry quota in
+// [RetryBudget], and departs from them where they serve callers of APIs
+// they do not own poorly:
+//
+//   - The default controller is [Gentle], not Cubic. Cubic drops to 0.5
+//     requests per second when the first response is a throttle, cuts the
+//     rate by 0.7 at every throttle of a burst, and regrows on a curve
+//     whose constant is absolute; on every scenario of the control-quality
+//     suite (README.md) it delivers less of the server's limit than
+//     Gentle does.
+//   - One controller per key (host), not one per client: one slow host does
+//     not slow the others.
+//   - A throttle is an HTTP 429, or a 503 with Retry-After. AWS recognises
+//     throttles by its own error codes only, and does not retry a bare 429.
+//   - Retry-After is honoured, capped by [WithMaxRetryAfter], and pauses
+//     the key. AWS ignores it.
+//   - Calls waiting for a token queue in order, give their place back when
+//     they stop waiting, and see a change of rate at once. AWS's waiters
+//     sleep for the wait computed when they started.
+//   - Every successful attempt refunds the retry budget in every mode, as
+//     botocore does; AWS SDK for Go v2 credits nothing in adaptive mode, so
+//     its quota never refills there (aws-sdk-go-v2#3550).
+//   - Backoff is full jitter from 100ms, capped at 20s after the jitter;
+//     AWS's legacy backoff starts at up to 2s and ends at a flat 20s.
 //
 // # What is retried
 //

@@ -83,8 +83,14 @@ func TestWhatThrottles(t *testing.T) {
 		t.Run(http.StatusText(tt.status)+" "+tt.ra, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				next := answer(func(int) (int, string) { return tt.status, tt.ra }).transport(&calls)
+				next := answer(func(n int) (int, string) {
+					if n == 0 {
+						return 200, "" // so that the limit is not unknown
+					}
+					return tt.status, tt.ra
+				}).transport(&calls)
 				tr := New(next, WithMaxAttempts(1))
+				get(t, tr, "http://a.test/")
 				get(t, tr, "http://a.test/")
 				assert.Equal(t, tt.throttled, tr.keys.lookup("a.test").ctl.(*Gentle).Enabled())
 			})

@@ -1,8 +1,9 @@
 // Command basic shows polite against a local server that enforces a rate
 // limit the way real APIs do: 429 Too Many Requests with Retry-After. It
-// sends the same 200 requests from 8 workers three times, through a plain
-// http.Client, through polite listening to Retry-After only, and through
-// polite pacing at the server's rate, and prints what each delivered.
+// sends the same 200 requests from 8 workers four times: through a plain
+// http.Client; through polite listening to Retry-After only; through polite
+// with its defaults, which find the server's rate; and through polite told
+// the server's rate. It prints what each delivered.
 //
 //	go run ./examples/basic
 package main
@@ -40,8 +41,9 @@ func main() {
 		bare bool
 	}{
 		{name: "plain http.Client", bare: true},
-		{name: "polite, Retry-After only"},
-		{name: "polite, WithRate(50, 5)", opts: []polite.Option{polite.WithRate(limit, burst)}},
+		{name: "polite, Retry-After only", opts: []polite.Option{polite.WithAdaptive(polite.AdaptiveOff)}},
+		{name: "polite, defaults", opts: nil},
+		{name: "polite, WithRate(50, 5)", opts: []polite.Option{polite.WithRate(limit, burst), polite.WithAdaptive(polite.AdaptiveOff)}},
 	} {
 		r := run(c.bare, c.opts...)
 		fmt.Fprintf(out, "%s\t%d\t%d\t%d\t%d\t%v\t\n", c.name, r.delivered, r.rejected, r.retries, r.attempts, r.elapsed.Round(10*time.Millisecond))

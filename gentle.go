@@ -42,14 +42,16 @@ const (
 // server accepted, not from what the client sent:
 //
 //   - At the first throttle: the successful responses of the last second
-//     (of the time since Gentle was created, if that is shorter, per
-//     second).
-//     For a token bucket, a fixed or sliding window and a leaky bucket
-//     alike, that is what the server lets through in a second. (Cubic uses
-//     the rate of all responses, which is 0 when the very first response is
-//     a throttle, and then sends at 0.5 requests per second.) If nothing
-//     succeeded, the limit is unknown: Gentle starts at 0.5 per second and
-//     doubles the rate every second until the next throttle.
+//     (per second, if Gentle is younger than that). For a token bucket, a
+//     fixed or sliding window and a leaky bucket alike, that is what the
+//     server lets through in a second. (Cubic uses the rate of all
+//     responses, which is 0 when the very first response is a throttle,
+//     and then sends at 0.5 requests per second.) If nothing has succeeded
+//     yet, the limit is unknown: Gentle watches for a second, as the
+//     server's pauses allow, and estimates the limit at the next throttle
+//     from what the server accepted meanwhile; if nothing ever succeeds, it
+//     starts at 0.5 requests per second and doubles the rate every second
+//     until the next throttle.
 //   - Soon after the last event (within 3 seconds), the client stayed above
 //     the limit: if the server paused the key at the last event, it
 //     emptied its bucket at both events, so what it accepted in between,

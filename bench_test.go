@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/politehttp/polite"
@@ -80,6 +81,47 @@ func BenchmarkRoundTripParallel(b *testing.B) {
 					i++
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkParseSignals parses the headers of typical responses: GitHub's
+// (X-RateLimit-* among a dozen others), Cloudflare's IETF fields, and
+// OpenAI's durations.
+func BenchmarkParseSignals(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	common := func(extra ...string) http.Header {
+		h := http.Header{
+			"Date":           {"Thu, 01 Jan 2026 00:00:00 GMT"},
+			"Content-Type":   {"application/json; charset=utf-8"},
+			"Cache-Control":  {"private, max-age=60, s-maxage=60"},
+			"Vary":           {"Accept, Authorization, Cookie"},
+			"Etag":           {`W/"0123456789abcdef"`},
+			"Server":         {"github.com"},
+			"X-Github-Media": {"github.v3; format=json"},
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h.Set(extra[i], extra[i+1])
+		}
+		return h
+	}
+	cases := []struct {
+		name string
+		h    http.Header
+	}{
+		{"github", common("X-Ratelimit-Limit", "5000", "X-Ratelimit-Remaining", "4987", "X-Ratelimit-Reset", "1767226500",
+			"X-Ratelimit-Used", "13", "X-Ratelimit-Resource", "core")},
+		{"ietf", common("Ratelimit", `"default";r=50;t=30`, "Ratelimit-Policy", `"burst";q=100;w=60,"default";q=1000;w=3600`)},
+		{"openai", common("X-Ratelimit-Limit-Requests", "60", "X-Ratelimit-Remaining-Requests", "59", "X-Ratelimit-Reset-Requests", "1s",
+			"X-Ratelimit-Limit-Tokens", "150000", "X-Ratelimit-Remaining-Tokens", "149984", "X-Ratelimit-Reset-Tokens", "6m0s")},
+		{"none", common()},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				polite.ParseSignals(c.h, now)
+			}
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -29,12 +30,57 @@ type keyState struct {
 	ceiling rate.Limit    // the WithRate rate, or Inf
 	cap     int           // the WithRate burst, or the largest int
 
+	quoted atomic.Bool // the server has reported a quota: quota or routes is set
+
 	// mu guards the fields below, and orders token taking with the queue.
 	mu          sync.Mutex
-	pausedUntil time.Time  // the server asked for no request before this instant
-	queue       list.List  // of *waiter, in arrival order
-	limit       rate.Limit // the limiter's rate, as last set
-	burst       int        // the limiter's burst, as last set
+	pausedUntil time.Time               // the server asked for no request before this instant
+	queue       list.List               // of *waiter, in arrival order
+	limit       rate.Limit              // the limiter's rate, as last set
+	burst       int                     // the limiter's burst, as last set
+	quota       *serverQuota            // the quota the server reports, for paths in no named bucket; nil until one is reported
+	routes      map[string]*serverQuota // path → the quota of the bucket the server named for it
+}
+
+// maxRoutes bounds how many paths a key remembers the named bucket of.
+const maxRoutes = 256
+
+// quotaFor returns the quota that a request to path counts against, or nil
+// if the server has reported none.
+func (ks *keyState) quotaFor(path string) *serverQuota {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if q := ks.routes[path]; q != nil {
+		return q
+	}
+	return ks.quota
+}
+
+// ownQuota returns the key's own quota, making it if needed.
+func (ks *keyState) ownQuota() *serverQuota {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.quota == nil {
+		ks.quota = &serverQuota{}
+		ks.quoted.Store(true)
+	}
+	return ks.quota
+}
+
+// route records that requests to path count against the bucket quota q.
+func (ks *keyState) route(path string, q *serverQuota) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.routes[path] == q {
+		return
+	}
+	if ks.routes == nil {
+		ks.routes = make(map[string]*serverQuota)
+		ks.quoted.Store(true)
+	}
+	if len(ks.routes) < maxRoutes || ks.routes[path] != nil {
+		ks.routes[path] = q
+	}
 }
 
 // waiter is a call queued for a token. Its wake channel is signalled when it
@@ -168,12 +214,35 @@ type registry struct {
 	adaptive  AdaptiveMode
 
 	// mu guards the fields below.
-	mu   sync.RWMutex
-	keys map[string]*keyState
+	mu      sync.RWMutex
+	keys    map[string]*keyState
+	buckets map[string]*serverQuota // by host and the bucket name its server gave
 }
 
 func newRegistry(cfg *config) *registry {
 	return &registry{perSecond: cfg.perSecond, burst: cfg.burst, adaptive: cfg.adaptive, keys: make(map[string]*keyState)}
+}
+
+// bucket returns the quota of the bucket that the server at host named,
+// shared by every key whose requests count against it.
+func (r *registry) bucket(host, name string) *serverQuota {
+	id := host + "\x00" + name
+	r.mu.RLock()
+	q := r.buckets[id]
+	r.mu.RUnlock()
+	if q != nil {
+		return q
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q = r.buckets[id]; q == nil {
+		if r.buckets == nil {
+			r.buckets = make(map[string]*serverQuota)
+		}
+		q = &serverQuota{}
+		r.buckets[id] = q
+	}
+	return q
 }
 
 // lookup returns the state of key, creating it when a local rate or a
@@ -227,6 +296,14 @@ func (r *registry) newKeyState(now time.Time) *keyState {
 // Transport allows. If the context is done while the call waits, it
 // returns the context's cause, having taken no token.
 func (c *call) admit() error {
+	if err := c.admitKey(); err != nil {
+		return err
+	}
+	return c.admitQuota()
+}
+
+// admitKey returns when the key's pause and bucket let the call go.
+func (c *call) admitKey() error {
 	ks := c.state()
 	switch {
 	case ks == nil:
@@ -252,6 +329,44 @@ func (c *call) admit() error {
 	}
 	c.waiting(max(pause, turn), pause >= turn)
 	return c.waitTurn(ks)
+}
+
+// admitQuota returns when the server's quota for the request lets it go:
+// evenly paced while quota is left, after its reset once it is spent.
+func (c *call) admitQuota() error {
+	ks := c.state()
+	if ks == nil || !ks.quoted.Load() {
+		return nil
+	}
+	q := ks.quotaFor(c.req.URL.Path)
+	if q == nil {
+		return nil
+	}
+	for {
+		now := time.Now()
+		wait, spent, took := q.reserve(now)
+		if wait > 0 {
+			if err := c.refuse(wait, now, spent); err != nil {
+				if took {
+					q.release()
+				}
+				return err
+			}
+			c.waiting(wait, spent)
+			if err := sleep(c.ctx, wait); err != nil {
+				if took {
+					q.release()
+				}
+				return err
+			}
+			if spent {
+				continue // renewed: take a place now
+			}
+		}
+		q.sent()
+		c.quota = q
+		return nil
+	}
 }
 
 // waitTurn queues the call for a token of ks and returns when it has one.

@@ -3,22 +3,540 @@ package polite
 import (
 	"math"
 	"net/http"
+	"net/textproto"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// parseRetryAfter reads the Retry-After header of a response received at
-// now (RFC 9110 §10.2.3): delta-seconds, also fractional ("2.5"), or an
-// HTTP-date in any of the three formats of [http.ParseTime]. A date in the
-// past gives 0. It reports false, and the value is not to be used, when the
-// header is absent, garbage, negative, or too large for a time.Duration.
-// When the header is repeated, the first value counts.
-func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := h.Get("Retry-After")
+// Signals is what a response tells about the server's limits, read from
+// its headers by [ParseSignals]. Values a server did not send, or sent
+// malformed, are zero, and the matching Has… field is false: a bad value is
+// ignored, never trusted.
+type Signals struct {
+	// RetryAfter is the delay the server asked for before the next
+	// request: Retry-After (seconds, fractional seconds, or an HTTP-date),
+	// retry-after-ms, x-ms-retry-after-ms or x-amz-retry-after
+	// (milliseconds, which win over Retry-After), or X-RateLimit-Retry-After.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+
+	// Quota is the most constraining quota the response reports: an
+	// exhausted one with the latest reset, or else the request quota with
+	// the least remaining per second until its reset.
+	Quota    Quota
+	HasQuota bool
+
+	// Bucket is the server's name for the limiter that the request counted
+	// against, shared by other routes: X-RateLimit-Bucket (Discord), the
+	// IETF partition key pk, or x-ratelimit-resource (GitHub).
+	Bucket string
+
+	// Global reports a limit on the whole client rather than a route
+	// (Discord's X-RateLimit-Global).
+	Global bool
+
+	// Cached reports that the response came from a cache (Age > 0): its
+	// quota describes the past and is left out.
+	Cached bool
+}
+
+// Quota is one quota a server reports.
+type Quota struct {
+	Limit     float64       // units allowed per window; 0 if not given
+	Remaining float64       // units left before Reset
+	Reset     time.Time     // when the quota is renewed; zero if not given
+	Slack     time.Duration // how much later than the true renewal Reset may be (it counts whole seconds)
+	Window    time.Duration // the window's length; 0 if not given
+	Policy    string        // the policy's or dimension's name; "" if none
+	Unit      string        // "" for requests; "tokens", "content-bytes", …
+}
+
+// Delay returns the delay before the next request that the signals ask
+// for, by the precedence of the IETF draft: Retry-After first, then, when
+// the quota is spent, the time until its reset.
+func (s Signals) Delay(now time.Time) (time.Duration, bool) {
+	switch {
+	case s.HasRetryAfter:
+		return s.RetryAfter, true
+	case s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero():
+		return max(s.Quota.Reset.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// epochThreshold separates the two meanings of a numeric reset: a number
+// at least this large (2024-01-01T00:00:00Z) is a Unix time, a smaller one
+// is seconds from now.
+const epochThreshold = 1704067200
+
+// ParseSignals reads the rate-limit signals of a response whose headers are
+// h, received at now. It understands:
+//
+//   - Retry-After (delta-seconds, fractional seconds, all three HTTP-date
+//     formats), retry-after-ms, x-ms-retry-after-ms, x-amz-retry-after;
+//   - the IETF draft-10 RateLimit and RateLimit-Policy structured fields
+//     (q, qu, w, r, t, pk; with several policies the most constraining
+//     wins), draft-07's RateLimit dictionary, and the older
+//     RateLimit-Limit, -Remaining and -Reset;
+//   - X-RateLimit-* and X-Rate-Limit-* (GitHub, GitLab, Twitter/X, Reddit,
+//     Discord with Reset-After, Bucket and Global; parallel lists with
+//     X-RateLimit-Policy);
+//   - OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}, whose
+//     resets are durations (6m0s, 1s, 20ms);
+//   - Anthropic's anthropic-ratelimit-*-{limit,remaining,reset}, whose
+//     resets are RFC 3339 times;
+//   - Shopify's X-Shopify-Shop-Api-Call-Limit (used/limit).
+//
+// A numeric reset at least 1704067200 is a Unix time, a smaller one is
+// seconds from now. Times the server states are corrected by how far its
+// Date is from now, so that they come late rather than early. Malformed values
+// are ignored; none can overflow. ParseSignals is a pure function of h and
+// now.
+func ParseSignals(h http.Header, now time.Time) Signals {
+	var r reading
+	for name, values := range h {
+		if len(values) == 0 {
+			continue
+		}
+		took := r.take(name, values)
+		if !took && !isCanonical(name) {
+			took = r.take(textproto.CanonicalMIMEHeaderKey(name), values)
+		}
+		r.any = r.any || took && name != "Date" && name != "Age"
+	}
+	if !r.any {
+		return Signals{}
+	}
+	return r.signals(now)
+}
+
+// reading collects the raw values of the headers that matter, so that they
+// are interpreted in one place, after the Date that corrects them is known.
+type reading struct {
+	any                                     bool // a header that matters, besides Date and Age
+	date, age                               string
+	retryAfter, retryAfterMs, xRetryAfter   string
+	ietf, ietfPolicy                        []string
+	limit, remaining, reset, resetAfter     string // X-RateLimit-*, X-Rate-Limit-*, RateLimit-* (older drafts)
+	policy, bucket, resource, global, scope string
+	openai                                  [2][3]string // requests, tokens × limit, remaining, reset
+	anthropic                               [4][3]string // requests, tokens, input-tokens, output-tokens × …
+	shopify                                 string
+}
+
+// take records the header name if it matters, and reports whether it does.
+func (r *reading) take(name string, values []string) bool {
+	v := values[0]
+	switch name {
+	case "Date":
+		r.date = v
+	case "Age":
+		r.age = v
+	case "Retry-After":
+		r.retryAfter = v
+	case "Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After":
+		r.retryAfterMs = v
+	case "X-Ratelimit-Retry-After":
+		r.xRetryAfter = v
+	case "Ratelimit":
+		r.ietf = values
+	case "Ratelimit-Policy":
+		r.ietfPolicy = values
+	case "X-Ratelimit-Limit", "X-Rate-Limit-Limit", "Ratelimit-Limit":
+		r.limit = v
+	case "X-Ratelimit-Remaining", "X-Rate-Limit-Remaining", "Ratelimit-Remaining":
+		r.remaining = v
+	case "X-Ratelimit-Reset", "X-Rate-Limit-Reset", "Ratelimit-Reset":
+		r.reset = v
+	case "X-Ratelimit-Reset-After":
+		r.resetAfter = v
+	case "X-Ratelimit-Policy":
+		r.policy = v
+	case "X-Ratelimit-Bucket":
+		r.bucket = v
+	case "X-Ratelimit-Resource":
+		r.resource = v
+	case "X-Ratelimit-Global":
+		r.global = v
+	case "X-Ratelimit-Scope":
+		r.scope = v
+	case "X-Shopify-Shop-Api-Call-Limit":
+		r.shopify = v
+	default:
+		return r.takeVendor(name, v)
+	}
+	return true
+}
+
+// takeVendor records OpenAI's X-Ratelimit-{Limit,Remaining,Reset}-{Requests,
+// Tokens} and Anthropic's Anthropic-Ratelimit-{dimension}-{field}.
+func (r *reading) takeVendor(name, v string) bool {
+	if rest, ok := strings.CutPrefix(name, "X-Ratelimit-"); ok {
+		field, dim, _ := strings.Cut(rest, "-")
+		f, d := vendorField(field), -1
+		switch dim {
+		case "Requests":
+			d = 0
+		case "Tokens":
+			d = 1
+		}
+		if f < 0 || d < 0 {
+			return false
+		}
+		r.openai[d][f] = v
+		return true
+	}
+	if rest, ok := strings.CutPrefix(name, "Anthropic-Ratelimit-"); ok {
+		i := strings.LastIndexByte(rest, '-')
+		if i < 0 {
+			return false
+		}
+		f, d := vendorField(rest[i+1:]), -1
+		switch rest[:i] {
+		case "Requests":
+			d = 0
+		case "Tokens":
+			d = 1
+		case "Input-Tokens":
+			d = 2
+		case "Output-Tokens":
+			d = 3
+		}
+		if f < 0 || d < 0 {
+			return false
+		}
+		r.anthropic[d][f] = v
+		return true
+	}
+	return false
+}
+
+// vendorField returns the index of a vendor header's field, or -1.
+func vendorField(field string) int {
+	switch field {
+	case "Limit":
+		return 0
+	case "Remaining":
+		return 1
+	case "Reset":
+		return 2
+	}
+	return -1
+}
+
+// quotas holds the quotas of a response; few responses report more than a
+// handful, and the rest are dropped.
+type quotas struct {
+	q [8]Quota
+	n int
+}
+
+func (qs *quotas) add(q Quota) {
+	if qs.n < len(qs.q) {
+		qs.q[qs.n] = q
+		qs.n++
+	}
+}
+
+// signals interprets what was read.
+func (r *reading) signals(now time.Time) Signals {
+	var s Signals
+	skew, _ := r.skew(now)
+	if r.retryAfterMs != "" {
+		s.RetryAfter, s.HasRetryAfter = millis(r.retryAfterMs)
+	}
+	if !s.HasRetryAfter && r.retryAfter != "" {
+		s.RetryAfter, s.HasRetryAfter = retryAfterValue(r.retryAfter, now)
+	}
+	if !s.HasRetryAfter && r.xRetryAfter != "" {
+		if t, _, ok := parseInstant(r.xRetryAfter, now, skew); ok {
+			s.RetryAfter, s.HasRetryAfter = max(t.Sub(now), 0), true
+		}
+	}
+	if age, ok := parseDecimal(strings.TrimSpace(r.age)); ok && age > 0 {
+		s.Cached = true
+	}
+	s.Global = strings.EqualFold(strings.TrimSpace(r.global), "true")
+	s.Bucket = strings.TrimSpace(r.bucket)
+	if s.Bucket == "" {
+		s.Bucket = strings.TrimSpace(r.resource)
+	}
+
+	var qs quotas
+	r.ietfQuotas(&qs, &s, now)
+	r.legacyQuotas(&qs, now, skew)
+	for d, dim := range r.openai {
+		if q, ok := vendorQuota(dim, now, skew, true); ok {
+			q.Unit = [...]string{"", "tokens"}[d]
+			qs.add(q)
+		}
+	}
+	for d, dim := range r.anthropic {
+		if q, ok := vendorQuota(dim, now, skew, false); ok {
+			q.Unit = [...]string{"", "tokens", "input-tokens", "output-tokens"}[d]
+			qs.add(q)
+		}
+	}
+	if used, limit, ok := strings.Cut(r.shopify, "/"); ok {
+		u, okU := parseDecimal(strings.TrimSpace(used))
+		l, okL := parseDecimal(strings.TrimSpace(limit))
+		if okU && okL && u <= l {
+			qs.add(Quota{Limit: l, Remaining: l - u})
+		}
+	}
+	if !s.Cached {
+		s.Quota, s.HasQuota = qs.binding(now)
+	}
+	return s
+}
+
+// skew returns how far the server's clock, by its Date, is ahead of ours,
+// or 0 if the response has no Date. Date counts whole seconds, so this is
+// a lower bound: times the server states, moved by it, are at most a
+// second late and never early. Date is read only when such a time was sent.
+func (r *reading) skew(now time.Time) (time.Duration, bool) {
+	absolute := func(v string) bool { // not a small number of seconds
+		v = strings.TrimSpace(v)
+		f, ok := parseDecimal(v)
+		return v != "" && (!ok || f >= epochThreshold)
+	}
+	if r.date == "" || !(absolute(r.reset) || absolute(r.xRetryAfter) || r.anthropic != [4][3]string{}) {
+		return 0, false
+	}
+	d, err := http.ParseTime(strings.TrimSpace(r.date))
+	if err != nil {
+		return 0, false
+	}
+	return d.Sub(now), true
+}
+
+// ietfQuotas reads the IETF draft-10 RateLimit and RateLimit-Policy lists,
+// or draft-07's RateLimit dictionary. A malformed field is ignored whole.
+func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
+	if len(r.ietf) == 0 {
+		return
+	}
+	field := trimOWS(joinLines(r.ietf))
+	var policies [8]sfMember
+	np := 0
+	for rest := trimOWS(joinLines(r.ietfPolicy)); rest != ""; {
+		m, next, ok := sfNext(rest, false)
+		if !ok {
+			np = 0 // malformed: ignored whole
+			break
+		}
+		if np < len(policies) {
+			policies[np] = m
+			np++
+		}
+		rest = next
+	}
+	if !strings.HasPrefix(field, `"`) {
+		r.draft7(qs, field, policies[:np], now)
+		return
+	}
+	var found quotas
+	for rest := field; rest != ""; {
+		m, next, ok := sfNext(rest, false)
+		if !ok {
+			return // malformed: ignored whole
+		}
+		rest = next
+		name, ok := sfString(m.item)
+		rv, okR := sfParam(m.params, "r")
+		remaining, okN := sfNumber(rv)
+		if !ok || !okR || !okN {
+			continue
+		}
+		q := Quota{Remaining: remaining, Policy: name}
+		if tv, ok := sfParam(m.params, "t"); ok {
+			if t, ok := sfNumber(tv); ok {
+				if d, ok := seconds(t); ok {
+					q.Reset, q.Slack = now.Add(d), wholeSlack(strings.IndexByte(tv, '.') < 0)
+				}
+			}
+		}
+		if pk, ok := sfParam(m.params, "pk"); ok && s.Bucket == "" {
+			s.Bucket = pk
+		}
+		for _, p := range policies[:np] {
+			if pname, ok := sfString(p.item); !ok || pname != name {
+				continue
+			}
+			if v, ok := sfParam(p.params, "q"); ok {
+				q.Limit, _ = sfNumber(v)
+			}
+			if v, ok := sfParam(p.params, "w"); ok {
+				if w, ok := sfNumber(v); ok {
+					q.Window, _ = seconds(w)
+				}
+			}
+			if v, ok := sfParam(p.params, "qu"); ok {
+				if unit, ok := sfString(v); ok && unit != "requests" {
+					q.Unit = unit
+				}
+			}
+			break
+		}
+		found.add(q)
+	}
+	for _, q := range found.q[:found.n] {
+		qs.add(q)
+	}
+}
+
+// draft7 reads draft-07's `RateLimit: limit=100, remaining=50, reset=5`
+// and `RateLimit-Policy: 100;w=10`.
+func (r *reading) draft7(qs *quotas, field string, policies []sfMember, now time.Time) {
+	var q Quota
+	var okR bool
+	for rest := field; rest != ""; {
+		m, next, ok := sfNext(rest, true)
+		if !ok {
+			return
+		}
+		rest = next
+		v, okN := sfNumber(m.item)
+		switch {
+		case !okN:
+		case m.key == "limit":
+			q.Limit = v
+		case m.key == "remaining":
+			q.Remaining, okR = v, true
+		case m.key == "reset":
+			if d, ok := seconds(v); ok {
+				q.Reset, q.Slack = now.Add(d), wholeSlack(strings.IndexByte(m.item, '.') < 0)
+			}
+		}
+	}
+	if !okR {
+		return
+	}
+	for _, p := range policies {
+		if limit, ok := sfNumber(p.item); ok && (q.Limit == 0 || limit == q.Limit) {
+			if v, ok := sfParam(p.params, "w"); ok {
+				if w, ok := sfNumber(v); ok {
+					q.Window, _ = seconds(w)
+				}
+			}
+			break
+		}
+	}
+	qs.add(q)
+}
+
+// legacyQuotas reads X-RateLimit-*, X-Rate-Limit-* and the older drafts'
+// RateLimit-*: one quota, or several when the values are parallel lists.
+func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
+	if r.remaining == "" {
+		return
+	}
+	var resetAfter time.Time
+	var resetAfterSlack time.Duration
+	if v := strings.TrimSpace(r.resetAfter); v != "" { // Discord: relative, so immune to skew
+		if f, ok := parseDecimal(v); ok {
+			if d, ok := seconds(f); ok {
+				resetAfter, resetAfterSlack = now.Add(d), wholeSlack(strings.IndexByte(v, '.') < 0)
+			}
+		}
+	}
+	var found quotas
+	limits, remainings, resets, policies := r.limit, r.remaining, r.reset, r.policy
+	for remainings != "" {
+		var rem, lim, res, pol string
+		rem, remainings, _ = strings.Cut(remainings, ",")
+		lim, limits, _ = strings.Cut(limits, ",")
+		res, resets, _ = strings.Cut(resets, ",")
+		pol, policies, _ = strings.Cut(policies, ",")
+		remaining, ok := parseDecimal(strings.TrimSpace(rem))
+		if !ok {
+			return // a malformed list: trust none of it
+		}
+		q := Quota{Remaining: remaining}
+		// The window: "100;w=60" in the limit (draft-polli), or "1;w=5"
+		// in X-RateLimit-Policy.
+		limit, limitParams := splitParams(lim)
+		q.Limit, _ = parseDecimal(limit)
+		_, policyParams := splitParams(pol)
+		for _, params := range [...]string{limitParams, policyParams} {
+			if v, ok := sfParam(params, "w"); ok {
+				if w, ok := sfNumber(v); ok {
+					q.Window, _ = seconds(w)
+				}
+			}
+		}
+		if !resetAfter.IsZero() {
+			q.Reset, q.Slack = resetAfter, resetAfterSlack
+		} else if t, slack, ok := parseInstant(strings.TrimSpace(res), now, skew); ok {
+			q.Reset, q.Slack = t, slack
+		}
+		found.add(q)
+	}
+	for _, q := range found.q[:found.n] {
+		qs.add(q)
+	}
+}
+
+// vendorQuota reads one dimension's limit, remaining and reset, whose
+// reset is a duration (OpenAI) or an instant (Anthropic).
+func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) (Quota, bool) {
+	remaining, ok := parseDecimal(strings.TrimSpace(v[1]))
+	if !ok {
+		return Quota{}, false
+	}
+	q := Quota{Remaining: remaining}
+	q.Limit, _ = parseDecimal(strings.TrimSpace(v[0]))
+	reset := strings.TrimSpace(v[2])
+	if duration {
+		if d, err := time.ParseDuration(reset); err == nil && d >= 0 {
+			q.Reset = now.Add(d)
+		}
+	} else if t, slack, ok := parseInstant(reset, now, skew); ok {
+		q.Reset, q.Slack = t, slack
+	}
+	return q, true
+}
+
+// binding returns the most constraining quota: of the exhausted ones, the
+// one renewed last; else, of the request quotas with a reset, the one with
+// the least remaining per second until it; else the first.
+func (qs *quotas) binding(now time.Time) (Quota, bool) {
+	if qs.n == 0 {
+		return Quota{}, false
+	}
+	best, bestRate := -1, math.Inf(1)
+	for i := range qs.n {
+		q := &qs.q[i]
+		if q.Remaining < 1 {
+			if best < 0 || qs.q[best].Remaining >= 1 || q.Reset.After(qs.q[best].Reset) {
+				best, bestRate = i, -1
+			}
+			continue
+		}
+		if bestRate < 0 || q.Unit != "" || !q.Reset.After(now) {
+			continue
+		}
+		if rate := q.Remaining / q.Reset.Sub(now).Seconds(); rate < bestRate {
+			best, bestRate = i, rate
+		}
+	}
+	if best < 0 {
+		best = 0
+	}
+	return qs.q[best], true
+}
+
+// retryAfterValue reads a Retry-After value received at now (RFC 9110
+// §10.2.3): delta-seconds, also fractional ("2.5"), or an HTTP-date in any
+// of the three formats of [http.ParseTime]. A date in the past gives 0. It
+// reports false for garbage, negative values, and values too large for a
+// time.Duration.
+func retryAfterValue(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	v = strings.TrimSpace(v)
 	if d, ok := parseSeconds(v); ok {
 		return d, true
 	}
@@ -33,10 +551,98 @@ func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return max(d, 0), true
 }
 
+// parseInstant reads a reset instant: a Unix time (at least
+// epochThreshold, fractions allowed), seconds from now (fractions allowed),
+// an RFC 3339 time or an HTTP-date. Stated times are moved by the server's
+// clock skew. It returns how much later than the true instant the result
+// may be: a second when it counts whole seconds or comes through Date.
+func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, slack time.Duration, ok bool) {
+	if v == "" {
+		return time.Time{}, 0, false
+	}
+	if f, ok := parseDecimal(v); ok {
+		whole := strings.IndexByte(v, '.') < 0
+		if f >= epochThreshold {
+			if f >= 1e11 { // past the year 5000: not a time this century
+				return time.Time{}, 0, false
+			}
+			sec, frac := math.Modf(f) // a float64 Unix time is good to a microsecond
+			t := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).In(now.Location()).Add(-skew)
+			return t, stateSlack(whole, skew), true
+		}
+		d, ok := seconds(f)
+		return now.Add(d), wholeSlack(whole), ok
+	}
+	if isDigit(v[0]) && strings.IndexByte(v, 'T') > 0 {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t.In(now.Location()).Add(-skew), stateSlack(t.Nanosecond() == 0, skew), true
+		}
+		return time.Time{}, 0, false
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t.In(now.Location()).Add(-skew), time.Second, true
+	}
+	return time.Time{}, 0, false
+}
+
+// stateSlack is the slack of a time stated by the server's clock: a second
+// if it counts whole seconds or was moved by the skew from Date.
+func stateSlack(whole bool, skew time.Duration) time.Duration {
+	if whole || skew != 0 {
+		return time.Second
+	}
+	return 0
+}
+
+// wholeSlack is the slack of a delay: a second if it counts whole seconds.
+func wholeSlack(whole bool) time.Duration {
+	if whole {
+		return time.Second
+	}
+	return 0
+}
+
+// millis reads a non-negative number of milliseconds, fractions allowed.
+func millis(v string) (time.Duration, bool) {
+	f, ok := parseDecimal(strings.TrimSpace(v))
+	if !ok || f/1000 > maxSeconds {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Millisecond)), true
+}
+
+// maxSeconds is the most seconds a time.Duration holds, in round terms.
+const maxSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
+
+// seconds converts non-negative seconds to a Duration, to the nearest
+// nanosecond, refusing overflow.
+func seconds(f float64) (time.Duration, bool) {
+	if !(f >= 0) || f > maxSeconds {
+		return 0, false
+	}
+	return time.Duration(math.Round(f * float64(time.Second))), true
+}
+
+// parseDecimal reads a non-negative decimal number: digits with an
+// optional fraction ("596.0"). No sign, exponent, spaces or specials.
+func parseDecimal(s string) (float64, bool) {
+	whole, frac, dot := strings.Cut(s, ".")
+	if whole == "" || (dot && frac == "") || len(s) > 32 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) && s[i] != '.' {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
 // parseSeconds parses non-negative decimal seconds with an optional
 // fraction ("120", "2.0", "0.25") into a Duration, truncated to the
-// nanosecond. It rejects signs, exponents, spaces, empty parts ("1.", ".5")
-// and values that overflow a Duration.
+// nanosecond, exactly. It rejects signs, exponents, spaces, empty parts
+// ("1.", ".5") and values that overflow a Duration.
 func parseSeconds(s string) (time.Duration, bool) {
 	whole, frac, hasDot := strings.Cut(s, ".")
 	if whole == "" || (hasDot && frac == "") {
@@ -68,4 +674,36 @@ func parseSeconds(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(d), true
+}
+
+// splitParams splits "100;w=60" into "100" and ";w=60", trimmed.
+func splitParams(s string) (item, params string) {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		return strings.TrimSpace(s[:i]), s[i:]
+	}
+	return s, ""
+}
+
+// joinLines joins the lines of a list field with commas, allocating only
+// when there are several.
+func joinLines(lines []string) string {
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return strings.Join(lines, ",")
+}
+
+// isCanonical reports whether a header name is in the form
+// textproto.CanonicalMIMEHeaderKey gives it.
+func isCanonical(name string) bool {
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
 }

@@ -61,8 +61,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
-			h := http.Header{"Retry-After": {tt.give}}
-			got, ok := parseRetryAfter(h, testNow)
+			got, ok := retryAfterValue(tt.give, testNow)
 			assert.Equal(t, tt.wantOK, ok)
 			if ok {
 				assert.Equal(t, tt.want, got)
@@ -72,11 +71,10 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestParseRetryAfterFirstValueCounts(t *testing.T) {
-	got, ok := parseRetryAfter(http.Header{"Retry-After": {"5", "100"}}, testNow)
-	assert.True(t, ok)
-	assert.Equal(t, 5*time.Second, got)
-	_, ok = parseRetryAfter(http.Header{}, testNow)
-	assert.False(t, ok)
+	s := ParseSignals(http.Header{"Retry-After": {"5", "100"}}, testNow)
+	assert.True(t, s.HasRetryAfter)
+	assert.Equal(t, 5*time.Second, s.RetryAfter)
+	assert.False(t, ParseSignals(http.Header{}, testNow).HasRetryAfter)
 }
 
 func FuzzParseRetryAfter(f *testing.F) {
@@ -89,7 +87,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := parseRetryAfter(http.Header{"Retry-After": {s}}, testNow)
+		d, ok := retryAfterValue(s, testNow)
 		if !ok {
 			if d != 0 {
 				t.Fatalf("parseRetryAfter(%q) = %v, false: want 0 with false", s, d)

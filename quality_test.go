@@ -34,10 +34,18 @@ const (
 )
 
 // limiter is how a server enforces its limit. It decides at now whether a
-// request is accepted; if not, it returns the status and Retry-After
-// (empty for none) of the rejection.
+// request is accepted; if not, it returns the status of the rejection. It
+// returns the headers of the response either way, as name, value pairs.
 type limiter interface {
-	allow(now time.Time, limit float64) (ok bool, status int, retryAfter string)
+	allow(now time.Time, limit float64) (ok bool, status int, header []string)
+}
+
+// retryAfter returns a Retry-After header, or none for "".
+func retryAfter(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return []string{"Retry-After", v}
 }
 
 // gcra is a token bucket as the generic cell rate algorithm: the limit per
@@ -45,17 +53,17 @@ type limiter interface {
 // seconds (RFC 9110 allows no fraction), rounded up.
 type gcra struct{ tat time.Time }
 
-func (g *gcra) allow(now time.Time, limit float64) (bool, int, string) {
+func (g *gcra) allow(now time.Time, limit float64) (bool, int, []string) {
 	interval := time.Duration(float64(time.Second) / limit)
 	tolerance := time.Duration(math.Max(limit-1, 0)) * interval
 	if g.tat.IsZero() {
 		g.tat = now
 	}
 	if earliest := g.tat.Add(-tolerance); now.Before(earliest) {
-		return false, http.StatusTooManyRequests, strconv.Itoa(int(math.Ceil(earliest.Sub(now).Seconds())))
+		return false, http.StatusTooManyRequests, retryAfter(strconv.Itoa(int(math.Ceil(earliest.Sub(now).Seconds()))))
 	}
 	g.tat = maxTime(g.tat, now).Add(interval)
-	return true, 0, ""
+	return true, 0, nil
 }
 
 // fixedWindow allows the limit per whole second and answers a bare 429.
@@ -64,15 +72,15 @@ type fixedWindow struct {
 	count  float64
 }
 
-func (f *fixedWindow) allow(now time.Time, limit float64) (bool, int, string) {
+func (f *fixedWindow) allow(now time.Time, limit float64) (bool, int, []string) {
 	if w := now.Truncate(time.Second); !w.Equal(f.window) {
 		f.window, f.count = w, 0
 	}
 	if f.count+1 > limit {
-		return false, http.StatusTooManyRequests, ""
+		return false, http.StatusTooManyRequests, nil
 	}
 	f.count++
-	return true, 0, ""
+	return true, 0, nil
 }
 
 // slidingWindow is the sliding window counter (Cloudflare's): the count of
@@ -83,7 +91,7 @@ type slidingWindow struct {
 	prev, count float64
 }
 
-func (s *slidingWindow) allow(now time.Time, limit float64) (bool, int, string) {
+func (s *slidingWindow) allow(now time.Time, limit float64) (bool, int, []string) {
 	w := now.Truncate(time.Second)
 	switch d := w.Sub(s.window); {
 	case d == time.Second:
@@ -94,10 +102,10 @@ func (s *slidingWindow) allow(now time.Time, limit float64) (bool, int, string) 
 	s.window = w
 	elapsed := now.Sub(w).Seconds()
 	if s.prev*(1-elapsed)+s.count+1 > limit {
-		return false, http.StatusTooManyRequests, "1"
+		return false, http.StatusTooManyRequests, retryAfter("1")
 	}
 	s.count++
-	return true, 0, ""
+	return true, 0, nil
 }
 
 // leakyBucket is a leaky bucket used as a meter, as nginx's limit_req: a
@@ -108,23 +116,23 @@ type leakyBucket struct {
 	last  time.Time
 }
 
-func (l *leakyBucket) allow(now time.Time, limit float64) (bool, int, string) {
+func (l *leakyBucket) allow(now time.Time, limit float64) (bool, int, []string) {
 	if !l.last.IsZero() {
 		l.level = math.Max(0, l.level-now.Sub(l.last).Seconds()*limit)
 	}
 	l.last = now
 	if l.level+1 > math.Max(limit, 1) {
-		return false, http.StatusServiceUnavailable, "1"
+		return false, http.StatusServiceUnavailable, retryAfter("1")
 	}
 	l.level++
-	return true, 0, ""
+	return true, 0, nil
 }
 
 // down is a server in a full outage: 503 without Retry-After.
 type down struct{}
 
-func (down) allow(time.Time, float64) (bool, int, string) {
-	return false, http.StatusServiceUnavailable, ""
+func (down) allow(time.Time, float64) (bool, int, []string) {
+	return false, http.StatusServiceUnavailable, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -173,7 +181,7 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	time.Sleep(latency / 2)
 	now := time.Now()
 	s.mu.Lock()
-	ok, status, retryAfter := s.limiter.allow(now, s.limitAt(now.Sub(s.start)))
+	ok, status, header := s.limiter.allow(now, s.limitAt(now.Sub(s.start)))
 	bin := int(now.Sub(s.start) / qualityBin)
 	for len(s.accepted) <= bin {
 		s.accepted, s.rejected = append(s.accepted, 0), append(s.rejected, 0)
@@ -186,12 +194,9 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.mu.Unlock()
 	time.Sleep(latency / 2)
 	if ok {
-		return respond(req, http.StatusOK, http.NoBody), nil
+		status = http.StatusOK
 	}
-	if retryAfter != "" {
-		return respond(req, status, http.NoBody, "Retry-After", retryAfter), nil
-	}
-	return respond(req, status, http.NoBody), nil
+	return respond(req, status, http.NoBody, header...), nil
 }
 
 // oracle is a client that knows the server's limit at every moment and
@@ -226,6 +231,7 @@ type scenario struct {
 	steady   time.Duration // utilization and rejections are measured from here on
 	workers  int           // closed-loop workers; 16 if 0
 	latency  time.Duration // round trip of every request; 20ms if 0
+	headers  bool          // the server tells its quota in headers
 }
 
 // result is what one client achieved in one scenario.
@@ -370,6 +376,12 @@ var qualityScenarios = []scenario{
 		schedule: []step{{0, 100}, {40 * time.Second, 25}, {80 * time.Second, 100}}, length: 120 * time.Second, steady: 10 * time.Second},
 	{name: "full outage, 503", limiter: func() limiter { return down{} },
 		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second},
+	{name: "GitHub-style X-RateLimit-*, fixed window, no Retry-After", limiter: func() limiter { return &windowHeaders{dialect: "github"} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, headers: true},
+	{name: "IETF RateLimit and RateLimit-Policy, fixed window", limiter: func() limiter { return &windowHeaders{dialect: "ietf"} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, headers: true},
+	{name: "OpenAI-style duration resets, fixed window", limiter: func() limiter { return &windowHeaders{dialect: "openai"} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, headers: true},
 }
 
 // qualityVariants run the default controller and Cubic at other limits,
@@ -420,6 +432,15 @@ func TestControlQuality(t *testing.T) {
 			continue
 		}
 		assert.GreaterOrEqual(t, oracle.utilization, 0.97, "%s: the oracle shows what the server allows", sc.name)
+		if sc.headers {
+			// The server's own numbers pace every mode alike: no rejection
+			// at all after the first window.
+			for _, c := range []string{"retry-only", "aws-cubic", "aimd", "default"} {
+				assert.GreaterOrEqual(t, byClient[c].utilization, 0.95, "%s: %s", sc.name, c)
+				assert.Zero(t, byClient[c].rejected, "%s: %s", sc.name, c)
+			}
+			continue
+		}
 		// The default beats AWS's controller: more of the quota, and no
 		// more rejections than it, or than 1%.
 		assert.Greater(t, def.utilization, cubic.utilization, "%s: default vs aws-cubic utilization", sc.name)

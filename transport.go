@@ -205,10 +205,11 @@ type call struct {
 	req     *http.Request // the caller's request, never modified
 	ctx     context.Context
 	key     string
-	ks      *keyState // the key's state, once it has one
-	attempt int       // the attempt being made, 1-based
-	held    int       // retry cost held by the attempt in flight, refunded if it succeeds
-	sched   *schedule // backoff delays, made at the first retry
+	ks      *keyState    // the key's state, once it has one
+	quota   *serverQuota // the server quota the attempt in flight counts against, if any
+	attempt int          // the attempt being made, 1-based
+	held    int          // retry cost held by the attempt in flight, refunded if it succeeds
+	sched   *schedule    // backoff delays, made at the first retry
 }
 
 // failure is what makes an attempt worth retrying.
@@ -290,9 +291,14 @@ func (c *call) run() (*http.Response, error) {
 
 // judge reports whether the attempt failed in a way worth retrying, and
 // tells the key's state what the server said: every attempt feeds the
-// key's controller, and a 429, or a 503 with Retry-After, pauses the key
+// key's controller; the quota the response reports paces the key, or the
+// bucket the server names; and a throttle pauses the key (or the bucket)
 // for the delay the server asked for.
 func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bool) {
+	if c.quota != nil {
+		c.quota.answered()
+		c.quota = nil
+	}
 	if err != nil {
 		if c.ctx.Err() != nil {
 			return failure{}, false // the caller gave up: nothing was learnt
@@ -304,22 +310,18 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		return failure{timeout: timeout}, retry
 	}
 	code := resp.StatusCode
-	if !retryableStatus(code) {
-		if ks := c.state(); ks != nil {
-			ks.observe(now, false, 0)
-		}
-		return failure{}, false
-	}
+	s := ParseSignals(resp.Header, now)
+	spent := s.HasQuota && s.Quota.Remaining < 1
+	throttled := code == http.StatusTooManyRequests ||
+		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
+		(code == http.StatusForbidden && spent) // GitHub's primary limit
 	var f failure
-	f.retryAfter, f.hasRetryAfter = parseRetryAfter(resp.Header, now)
-	throttled := code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && f.hasRetryAfter)
-	if throttled && f.retryAfter > 0 && c.ks == nil {
+	f.retryAfter, f.hasRetryAfter = s.Delay(now)
+	if (s.HasQuota || throttled && f.retryAfter > 0) && c.ks == nil {
 		c.ks = c.t.keys.ensure(c.key)
 	}
 	if ks := c.state(); ks != nil {
-		if throttled && f.retryAfter > 0 {
-			ks.pause(now.Add(min(f.retryAfter, maxPause)))
-		}
+		c.heed(ks, s, throttled, f.retryAfter, now)
 		ks.observe(now, throttled, f.retryAfter)
 	}
 	if throttled {
@@ -327,7 +329,35 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		e.RetryAfter = f.retryAfter
 		c.t.throttled(e)
 	}
-	return f, true
+	return f, throttled || retryableStatus(code)
+}
+
+// heed applies what a response said to the key's quota and pause: the
+// quota it reports paces the key, or the bucket it names (which the
+// request's path is then known to count against); a throttle with a delay
+// pauses the bucket, or the whole key if the server named none or said the
+// limit is global.
+func (c *call) heed(ks *keyState, s Signals, throttled bool, delay time.Duration, now time.Time) {
+	var q *serverQuota
+	switch {
+	case s.Bucket != "":
+		q = c.t.keys.bucket(c.req.URL.Host, s.Bucket)
+		ks.route(c.req.URL.Path, q)
+	case s.HasQuota:
+		q = ks.ownQuota()
+	}
+	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
+		q.sync(now, s.Quota)
+	}
+	if !throttled || delay <= 0 {
+		return
+	}
+	until := now.Add(min(delay, maxPause))
+	if q != nil && s.Bucket != "" && !s.Global {
+		q.exhaust(until)
+		return
+	}
+	ks.pause(until)
 }
 
 // retryDelay returns how long to wait before the next attempt, or false
@@ -355,6 +385,11 @@ func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 			return 0, false
 		}
 		earliest += max(pause, turn)
+		if ks.quoted.Load() {
+			if q := ks.quotaFor(c.req.URL.Path); q != nil {
+				earliest += q.peek(now.Add(earliest))
+			}
+		}
 	}
 	if deadline, ok := c.ctx.Deadline(); ok && now.Add(earliest).After(deadline) {
 		return 0, false

@@ -186,3 +186,13 @@ func ExampleWithAdaptive() {
 	fmt.Println(polite.AdaptiveCubic)
 	// Output: cubic
 }
+
+func ExampleParseSignals() {
+	h := http.Header{}
+	h.Set("RateLimit-Policy", `"burst";q=100;w=60`)
+	h.Set("RateLimit", `"burst";r=40;t=30`)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := polite.ParseSignals(h, now)
+	fmt.Printf("%s: %.0f of %.0f left, renewed in %v\n", s.Quota.Policy, s.Quota.Remaining, s.Quota.Limit, s.Quota.Reset.Sub(now))
+	// Output: burst: 40 of 100 left, renewed in 30s
+}

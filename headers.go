@@ -630,10 +630,15 @@ func parseDecimal(s string) (float64, bool) {
 	if whole == "" || (dot && frac == "") || len(s) > 32 {
 		return 0, false
 	}
+	var n uint64
 	for i := 0; i < len(s); i++ {
 		if !isDigit(s[i]) && s[i] != '.' {
 			return 0, false
 		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	if !dot && len(s) <= 15 { // exact in a float64: no need for ParseFloat
+		return float64(n), true
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	return f, err == nil

@@ -105,9 +105,10 @@ func WithBackoff(base, limit time.Duration) Option {
 	}
 }
 
-// WithMaxRetryAfter sets the longest delay the server may ask for (with
-// Retry-After) that polite waits on. A response that asks for a longer
-// delay is returned to the caller as is, and calls to the same key fail
+// WithMaxRetryAfter sets the longest delay the server may ask for that
+// polite waits on: a Retry-After, or the time until the reset of a quota
+// the server reports spent. A response that asks for a longer delay is
+// returned to the caller as is, and calls to the same key (or bucket) fail
 // at once with a [*ThrottledError] while the server's pause lasts (a pause
 // is kept for at most one hour, so a hostile value cannot block a key for
 // longer).

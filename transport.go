@@ -20,6 +20,28 @@
 // the deadline fails at once with a [*ThrottledError] that says how long it
 // would have been, and a cancelled wait gives its place back.
 //
+// # Server signals
+//
+// Servers tell their clients their quota, and polite listens on every
+// response, not only after a 429. [ParseSignals] reads Retry-After and its
+// millisecond variants, the IETF RateLimit and RateLimit-Policy fields of
+// every draft, X-RateLimit-* and X-Rate-Limit-* (GitHub, GitLab, X,
+// Reddit, Discord), OpenAI's and Anthropic's headers and Shopify's call
+// limit, into one [Signals] value. When a response reports R requests left
+// until a reset in T, the key's requests go evenly at most R/T a second,
+// less a small margin, counting the requests still in flight; when R is
+// spent, none goes until the reset; the server's own limit per window is a
+// ceiling. When the server names the bucket a request counted against
+// (Discord's bucket, the IETF partition key, GitHub's resource), requests
+// to that path, from any key, share the bucket's quota, so a spent search
+// quota holds search requests only. A 403 that reports its quota spent
+// (GitHub's primary limit) is a throttle like a 429.
+//
+// Values are hints, never a licence to hammer: malformed ones are ignored,
+// a reset that never comes is held at most an hour, a spent quota with no
+// usable reset holds the key a second, and a reset or Retry-After longer
+// than [WithMaxRetryAfter] is refused rather than waited on.
+//
 // # Adaptive rate
 //
 // A client that is not told the server's limit must find it. Every
@@ -80,9 +102,10 @@
 //
 // # Delays
 //
-// The wait before retry n is max(backoff(n), the server's Retry-After),
-// where backoff(n) is drawn uniformly from [0, min(limit, base·2^(n-1)))
-// (see [WithBackoff]). Retry-After is read as delta-seconds, fractional
+// The wait before retry n is max(backoff(n), the server's delay). backoff(n)
+// is drawn uniformly from [0, min(limit, base·2^(n-1))) (see
+// [WithBackoff]); the server's delay is its Retry-After or, without one,
+// the time until the reset of a quota it reports spent. Retry-After is read as delta-seconds, fractional
 // ones too, or as an HTTP-date in any of its three formats; garbage,
 // negative and overflowing values are ignored. Jitter never shortens a
 // server-asked delay.

@@ -2,6 +2,7 @@ package polite_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -236,5 +237,30 @@ func TestCachedResponsesAreNotHeeded(t *testing.T) {
 			readBody(t, resp)
 		}
 		assert.Zero(t, time.Since(start))
+	})
+}
+
+// "Retry-After: 0" from a server under load is a hint, not a licence: the
+// backoff still spaces each call's retries, and once Gentle has watched a
+// second of refusals it paces the key from 0.5 requests a second.
+func TestRetryAfterZeroUnderLoadIsNotALicence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var at []time.Time
+		next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			at = append(at, time.Now())
+			return respond(req, 429, io.NopCloser(strings.NewReader("<html>Too Many Requests</html>")), "Retry-After", "0"), nil
+		})
+		tr := polite.New(next)
+		start := time.Now()
+		for range 10 {
+			first := len(at)
+			resp, err := get(t, t.Context(), tr, "http://api.test/")
+			require.NoError(t, err)
+			readBody(t, resp)
+			for i := first + 1; i < len(at); i++ {
+				assert.Greater(t, at[i].Sub(at[i-1]), time.Duration(0), "a retry at once")
+			}
+		}
+		assert.Greater(t, time.Since(start), 5*time.Second, "paced once watched")
 	})
 }

@@ -128,8 +128,8 @@ func cubicK(wMax float64) float64 {
 // before the meter was made.
 type meter struct {
 	bucket float64 // start of the current bucket, Unix seconds
-	count  int     // events in the current bucket
 	rate   float64 // smoothed rate, per second
+	count  int32   // events in the current bucket
 }
 
 func newMeter(now time.Time) meter {

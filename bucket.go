@@ -17,29 +17,47 @@ const maxPause = time.Hour
 
 // keyState is the pacing state of one key: its token bucket, the
 // controller that sets the bucket's rate, the calls waiting for a token,
-// and the pause its server asked for.
+// and what its server said (a pause, quotas).
 //
 // Calls that find no token wait in a FIFO queue and take their token only
 // when it is their turn and the token is there. Unlike waiting on an
 // x/time/rate Reservation, which books a future instant, a call that gives
 // up leaves nothing behind: the calls queued after it move up at once; and
 // when the rate changes, the head of the queue sees it at once.
+//
+// A crawler holds one keyState per host, so it is kept small: one
+// allocation (the default controller lives inside it), with the parts few
+// keys need made only when needed.
 type keyState struct {
-	limiter *rate.Limiter // the token arithmetic; nil with neither a local rate nor a controller
-	ctl     controller    // nil when adaptive pacing is off
-	ceiling rate.Limit    // the WithRate rate, or Inf
-	cap     int           // the WithRate burst, or the largest int
-
-	quoted atomic.Bool // the server has reported a quota: quota or routes is set
+	ctl    controller  // nil when adaptive pacing is off
+	quoted atomic.Bool // the server has reported a quota: extra.quota or extra.routes is set
 
 	// mu guards the fields below, and orders token taking with the queue.
 	mu          sync.Mutex
-	pausedUntil time.Time               // the server asked for no request before this instant
-	queue       list.List               // of *waiter, in arrival order
-	limit       rate.Limit              // the limiter's rate, as last set
-	burst       int                     // the limiter's burst, as last set
-	quota       *serverQuota            // the quota the server reports, for paths in no named bucket; nil until one is reported
-	routes      map[string]*serverQuota // path → the quota of the bucket the server named for it
+	pausedUntil int64         // Unix nanoseconds before which the server asked for no request; 0 if none
+	limiter     *rate.Limiter // the token arithmetic; nil until a rate applies
+	queue       *list.List    // of *waiter, in arrival order; nil until a call waits
+	limit       rate.Limit    // the limiter's rate, as last set; Inf without a limiter
+	burst       int32         // the limiter's burst, as last set
+	extra       *keyExtra     // what few keys need; nil until needed
+	gentle      Gentle        // the default controller's state, when ctl is it
+}
+
+// keyExtra is the part of a key's state that few keys need.
+type keyExtra struct {
+	quota     *serverQuota            // the quota the server reports, for paths in no named bucket
+	routes    map[string]*serverQuota // path → the quota of the bucket the server named for it
+	inflight  int                     // requests holding a slot, under WithMaxInFlight
+	slotQueue *list.List              // of *slotWaiter, calls waiting for a slot
+}
+
+// extraLocked returns ks.extra, making it if needed. It requires ks.mu
+// held.
+func (ks *keyState) extraLocked() *keyExtra {
+	if ks.extra == nil {
+		ks.extra = new(keyExtra)
+	}
+	return ks.extra
 }
 
 // maxRoutes bounds how many paths a key remembers the named bucket of.
@@ -50,36 +68,41 @@ const maxRoutes = 256
 func (ks *keyState) quotaFor(path string) *serverQuota {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	if q := ks.routes[path]; q != nil {
+	if ks.extra == nil {
+		return nil
+	}
+	if q := ks.extra.routes[path]; q != nil {
 		return q
 	}
-	return ks.quota
+	return ks.extra.quota
 }
 
 // ownQuota returns the key's own quota, making it if needed.
 func (ks *keyState) ownQuota() *serverQuota {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	if ks.quota == nil {
-		ks.quota = &serverQuota{}
+	x := ks.extraLocked()
+	if x.quota == nil {
+		x.quota = &serverQuota{}
 		ks.quoted.Store(true)
 	}
-	return ks.quota
+	return x.quota
 }
 
 // route records that requests to path count against the bucket quota q.
 func (ks *keyState) route(path string, q *serverQuota) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	if ks.routes[path] == q {
+	x := ks.extraLocked()
+	if x.routes[path] == q {
 		return
 	}
-	if ks.routes == nil {
-		ks.routes = make(map[string]*serverQuota)
+	if x.routes == nil {
+		x.routes = make(map[string]*serverQuota)
 		ks.quoted.Store(true)
 	}
-	if len(ks.routes) < maxRoutes || ks.routes[path] != nil {
-		ks.routes[path] = q
+	if len(x.routes) < maxRoutes || x.routes[path] != nil {
+		x.routes[path] = q
 	}
 }
 
@@ -99,10 +122,10 @@ func (ks *keyState) pauseLeft(now time.Time) time.Duration {
 
 // pauseLeftLocked is pauseLeft; it requires ks.mu held.
 func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
-	if ks.pausedUntil.IsZero() {
+	if ks.pausedUntil == 0 {
 		return 0
 	}
-	return max(ks.pausedUntil.Sub(now), 0)
+	return time.Duration(max(ks.pausedUntil-now.UnixNano(), 0))
 }
 
 // pauseNowLocked returns how long the key stays paused after now, the
@@ -111,7 +134,7 @@ func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
 func (ks *keyState) pauseNowLocked(now time.Time) time.Duration {
 	left := ks.pauseLeftLocked(now)
 	if left == 0 {
-		ks.pausedUntil = time.Time{}
+		ks.pausedUntil = 0
 	}
 	return left
 }
@@ -120,10 +143,19 @@ func (ks *keyState) pauseNowLocked(now time.Time) time.Duration {
 // longer one.
 func (ks *keyState) pause(until time.Time) {
 	ks.mu.Lock()
-	if until.After(ks.pausedUntil) {
-		ks.pausedUntil = until
+	if u := until.UnixNano(); u > ks.pausedUntil {
+		ks.pausedUntil = u
 	}
 	ks.mu.Unlock()
+}
+
+// waiting returns the number of calls queued for a token. It requires ks.mu
+// held.
+func (ks *keyState) waitingLocked() int {
+	if ks.queue == nil {
+		return 0
+	}
+	return ks.queue.Len()
 }
 
 // turnWait returns how long after at the n-th call in line would get its
@@ -149,7 +181,7 @@ func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
 func (ks *keyState) nextTurnWait(at time.Time) (pause, turn time.Duration) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	return ks.pauseLeftLocked(at), ks.turnWaitLocked(at, ks.queue.Len()+1)
+	return ks.pauseLeftLocked(at), ks.turnWaitLocked(at, ks.waitingLocked()+1)
 }
 
 // leave removes a waiter from the queue, and wakes the next head if it was
@@ -173,6 +205,9 @@ func (ks *keyState) removeLocked(e *list.Element) {
 // wakeHeadLocked signals the head of the queue, if any, to look at the
 // bucket again. It requires ks.mu held.
 func (ks *keyState) wakeHeadLocked() {
+	if ks.queue == nil {
+		return
+	}
 	if head := ks.queue.Front(); head != nil {
 		select {
 		case head.Value.(*waiter).wake <- struct{}{}:
@@ -182,10 +217,11 @@ func (ks *keyState) wakeHeadLocked() {
 }
 
 // observe feeds the outcome of an attempt that ended at now (and the
-// pause the server asked for, if it throttled) to the key's controller, and makes the key's bucket follow the controller's rate,
-// capped by the WithRate ceiling. A change of rate wakes the head of the
-// queue, so that it waits for the new rate, not the old one.
-func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration) {
+// pause the server asked for, if it throttled) to the key's controller,
+// and makes the key's bucket follow the controller's rate, capped by the
+// ceiling (the WithRate rate and burst). A change of rate wakes the head of
+// the queue, so that it waits for the new rate, not the old one.
+func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration, ceiling rate.Limit, cap int) {
 	if ks.ctl == nil {
 		return
 	}
@@ -193,100 +229,21 @@ func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration) 
 	if !enabled {
 		return // the bucket keeps the ceiling it was made with
 	}
-	limit := min(ks.ceiling, rate.Limit(perSecond))
-	burst = min(burst, ks.cap)
+	limit := min(ceiling, rate.Limit(perSecond))
+	burst = min(burst, cap, math.MaxInt32)
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	if limit == ks.limit && burst == ks.burst {
+	if limit == ks.limit && int32(burst) == ks.burst {
 		return
 	}
-	ks.limit, ks.burst = limit, burst
-	ks.limiter.SetLimitAt(now, limit)
-	ks.limiter.SetBurstAt(now, burst)
+	ks.limit, ks.burst = limit, int32(burst)
+	if ks.limiter == nil {
+		ks.limiter = rate.NewLimiter(limit, burst)
+	} else {
+		ks.limiter.SetLimitAt(now, limit)
+		ks.limiter.SetBurstAt(now, burst)
+	}
 	ks.wakeHeadLocked()
-}
-
-// registry maps keys to their state. Without a local rate or a controller,
-// a key gets a state only when its server asks for a pause.
-type registry struct {
-	perSecond float64 // 0: no local limit
-	burst     int
-	adaptive  AdaptiveMode
-
-	// mu guards the fields below.
-	mu      sync.RWMutex
-	keys    map[string]*keyState
-	buckets map[string]*serverQuota // by host and the bucket name its server gave
-}
-
-func newRegistry(cfg *config) *registry {
-	return &registry{perSecond: cfg.perSecond, burst: cfg.burst, adaptive: cfg.adaptive, keys: make(map[string]*keyState)}
-}
-
-// bucket returns the quota of the bucket that the server at host named,
-// shared by every key whose requests count against it.
-func (r *registry) bucket(host, name string) *serverQuota {
-	id := host + "\x00" + name
-	r.mu.RLock()
-	q := r.buckets[id]
-	r.mu.RUnlock()
-	if q != nil {
-		return q
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if q = r.buckets[id]; q == nil {
-		if r.buckets == nil {
-			r.buckets = make(map[string]*serverQuota)
-		}
-		q = &serverQuota{}
-		r.buckets[id] = q
-	}
-	return q
-}
-
-// lookup returns the state of key, creating it when a local rate or a
-// controller needs one; it returns nil for a key that needs no state yet.
-func (r *registry) lookup(key string) *keyState {
-	r.mu.RLock()
-	ks := r.keys[key]
-	r.mu.RUnlock()
-	if ks != nil || (r.perSecond == 0 && r.adaptive == AdaptiveOff) {
-		return ks
-	}
-	return r.ensure(key)
-}
-
-// ensure returns the state of key, creating it if needed.
-func (r *registry) ensure(key string) *keyState {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ks := r.keys[key]
-	if ks == nil {
-		ks = r.newKeyState(time.Now())
-		r.keys[key] = ks
-	}
-	return ks
-}
-
-func (r *registry) newKeyState(now time.Time) *keyState {
-	ks := &keyState{ceiling: rate.Inf, cap: math.MaxInt}
-	if r.perSecond > 0 {
-		ks.ceiling, ks.cap = rate.Limit(r.perSecond), r.burst
-	}
-	switch r.adaptive {
-	case AdaptiveDefault:
-		ks.ctl = NewGentle(now)
-	case AdaptiveCubic:
-		ks.ctl = NewCubic(now)
-	case AdaptiveAIMD:
-		ks.ctl = NewAIMD(now)
-	}
-	if ks.ctl != nil || r.perSecond > 0 {
-		ks.limit, ks.burst = ks.ceiling, min(ks.cap, math.MaxInt32)
-		ks.limiter = rate.NewLimiter(ks.limit, ks.burst)
-	}
-	return ks
 }
 
 // admit returns when the call may send its next attempt: once any server
@@ -296,33 +253,37 @@ func (r *registry) newKeyState(now time.Time) *keyState {
 // Transport allows. If the context is done while the call waits, it
 // returns the context's cause, having taken no token.
 func (c *call) admit() error {
-	if err := c.admitKey(); err != nil {
+	if ks := c.state(); ks != nil {
+		if err := c.admitOn(ks); err != nil {
+			return err
+		}
+	}
+	if g := c.t.global; g != nil {
+		if err := c.admitOn(g); err != nil {
+			return err
+		}
+	}
+	if err := c.admitQuota(); err != nil {
 		return err
 	}
-	return c.admitQuota()
+	return c.acquireSlot()
 }
 
-// admitKey returns when the key's pause and bucket let the call go.
-func (c *call) admitKey() error {
-	ks := c.state()
-	switch {
-	case ks == nil:
-		return nil
-	case ks.limiter == nil:
-		return c.waitPause(ks)
-	}
+// admitOn returns when the pause and bucket of ks (a key's, or the
+// Transport's global one) let the call go.
+func (c *call) admitOn(ks *keyState) error {
 	ks.mu.Lock()
-	if ks.pausedUntil.IsZero() && ks.queue.Len() == 0 && ks.limit == rate.Inf {
+	if ks.pausedUntil == 0 && ks.waitingLocked() == 0 && ks.limiter == nil {
 		ks.mu.Unlock()
 		return nil // nothing to wait for, and no need to read the clock
 	}
 	now := time.Now()
 	pause := ks.pauseNowLocked(now)
-	if pause == 0 && ks.queue.Len() == 0 && ks.limiter.AllowN(now, 1) {
+	if pause == 0 && ks.waitingLocked() == 0 && (ks.limiter == nil || ks.limiter.AllowN(now, 1)) {
 		ks.mu.Unlock()
 		return nil
 	}
-	turn := ks.turnWaitLocked(now, ks.queue.Len()+1)
+	turn := ks.turnWaitLocked(now, ks.waitingLocked()+1)
 	ks.mu.Unlock()
 	if err := c.refuseWait(pause, turn, now); err != nil {
 		return err
@@ -375,6 +336,9 @@ func (c *call) admitQuota() error {
 func (c *call) waitTurn(ks *keyState) error {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ks.mu.Lock()
+	if ks.queue == nil {
+		ks.queue = list.New()
+	}
 	e := ks.queue.PushBack(w)
 	ks.mu.Unlock()
 	for {
@@ -386,7 +350,7 @@ func (c *call) waitTurn(ks *keyState) error {
 		ks.mu.Lock()
 		if ks.queue.Front() == e {
 			pause = ks.pauseNowLocked(now)
-			if pause == 0 && ks.limiter.AllowN(now, 1) {
+			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(now, 1)) {
 				ks.removeLocked(e)
 				ks.mu.Unlock()
 				return nil
@@ -407,32 +371,6 @@ func (c *call) waitTurn(ks *keyState) error {
 			ks.leave(e)
 			return err
 		}
-	}
-}
-
-// waitPause returns when the server pause of the key, if any, is over. It
-// serves keys without a local rate, whose calls need no queue.
-func (c *call) waitPause(ks *keyState) error {
-	for {
-		ks.mu.Lock()
-		paused := !ks.pausedUntil.IsZero()
-		ks.mu.Unlock()
-		if !paused {
-			return nil
-		}
-		now := time.Now()
-		left := ks.pauseLeft(now)
-		if left == 0 {
-			return nil
-		}
-		if err := c.refuse(left, now, true); err != nil {
-			return err
-		}
-		c.waiting(left, true)
-		if err := sleep(c.ctx, left); err != nil {
-			return err
-		}
-		// Loop: the pause may have been extended meanwhile.
 	}
 }
 

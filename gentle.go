@@ -85,29 +85,37 @@ const (
 // never goes below 0.5 requests per second. Its bucket holds a tenth of a
 // second of the rate, so that it paces evenly.
 type Gentle struct {
-	created time.Time
-
-	// mu guards the fields below.
+	// mu guards the fields below. Instants are Unix nanoseconds, to keep a
+	// Gentle small: a crawler holds one per host.
 	mu        sync.Mutex
+	created   int64
+	event     int64   // the last congestion event
+	watching  int64   // throttled before anything succeeded, at this instant; 0 if not
+	rate      float64 // the rate to send at
+	limit     float64 // W: the estimated limit of the server
+	from      float64 // the rate right after the last event
+	held      float64 // a rate that held, below which W does not fall; 0 if the limit fell
+	accepted  int32   // successful responses since the last event
+	refused   int32   // throttles since the last success
 	enabled   bool
-	rate      float64
-	limit     float64   // W: the estimated limit of the server
-	from      float64   // the rate right after the last event
-	event     time.Time // the last congestion event
-	accepted  int       // successful responses since the last event
-	watching  time.Time // throttled before anything succeeded, at this time
-	held      float64   // a rate that held, below which W does not fall; 0 if the limit fell
-	refused   int       // throttles since the last success
-	probed    bool      // the last event ended a probe
-	fast      bool      // and came in its fast phase, after the creep held
-	paused    bool      // the server paused the key at or since the last event
-	recent    window    // successful responses of the last second
-	responses meter     // all responses
+	probed    bool   // the last event ended a probe
+	fast      bool   // and came in its fast phase, after the creep held
+	paused    bool   // the server paused the key at or since the last event
+	recent    window // successful responses of the last second
+	responses meter  // all responses
 }
 
 // NewGentle returns a Gentle created at now, not enabled.
 func NewGentle(now time.Time) *Gentle {
-	return &Gentle{responses: newMeter(now), event: now, created: now}
+	g := new(Gentle)
+	g.init(now)
+	return g
+}
+
+// init makes g a Gentle created at now, not enabled.
+func (g *Gentle) init(now time.Time) {
+	n := now.UnixNano()
+	g.responses, g.event, g.created = newMeter(now), n, n
 }
 
 // Update feeds the outcome of one attempt that ended at now: throttled
@@ -129,7 +137,7 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 	if !throttled {
 		g.accepted++
 		g.refused = 0
-		g.recent.add(now)
+		g.recent.add(now.UnixNano())
 		if g.enabled {
 			g.rate = math.Max(gentleMinRate, math.Min(g.curve(now), math.Max(g.rate, 2*measured)))
 		}
@@ -137,16 +145,17 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 	}
 	g.refused++
 	g.paused = g.paused || pause > 0
-	since := now.Sub(g.event).Seconds()
+	n := now.UnixNano()
+	since := nanosToSeconds(n - g.event)
 	if g.enabled && since < gentleCooldown.Seconds() {
 		return g.state() // the same congestion event
 	}
-	if !g.enabled && (g.watching.IsZero() && g.recent.sum(now) == 0 || now.Sub(g.watching) < gentleCooldown) {
+	if !g.enabled && (g.watching == 0 && g.recent.sum(n) == 0 || n-g.watching < int64(gentleCooldown)) {
 		// Throttled before anything succeeded: the limit is unknown. Watch
 		// for a second, as the server's pauses allow, and measure what it
 		// accepts meanwhile.
-		if g.watching.IsZero() {
-			g.watching, g.accepted = now, 0
+		if g.watching == 0 {
+			g.watching, g.accepted = n, 0
 		}
 		return g.state()
 	}
@@ -155,13 +164,13 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 	g.limit = math.Max(estimate, gentleMinRate)
 	g.from = math.Max(fall*g.limit, gentleMinRate)
 	g.rate = g.from
-	g.event = now
+	g.event = n
 	g.accepted = 0
 	g.paused = pause > 0
 	if estimate == 0 {
 		// Nothing succeeded: the limit is unknown. Start at the floor, in
 		// the probe's fast phase.
-		g.event = now.Add(-time.Duration((gentleClimb + gentleWait + gentleCreepFor) * float64(time.Second)))
+		g.event = n - int64((gentleClimb+gentleWait+gentleCreepFor)*float64(time.Second))
 	}
 	return g.state()
 }
@@ -174,12 +183,13 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
 	probed, fast := g.probed, g.fast
 	g.probed = since >= gentleClimb+gentleWait
 	g.fast = since >= gentleClimb+gentleWait+gentleCreepFor
-	recent := g.recent.sum(now)
+	n := now.UnixNano()
+	recent := g.recent.sum(n)
 	switch {
-	case !g.enabled && !g.watching.IsZero():
-		return float64(g.accepted) / now.Sub(g.watching).Seconds(), gentleBeta
+	case !g.enabled && g.watching != 0:
+		return float64(g.accepted) / nanosToSeconds(n-g.watching), gentleBeta
 	case !g.enabled:
-		if seen := now.Sub(g.created).Seconds(); seen > 0 && seen < 1 {
+		if seen := nanosToSeconds(n - g.created); seen > 0 && seen < 1 {
 			// Throttled within the first second: what was accepted so far
 			// came in less than a second. Better to overestimate (the next
 			// event, soon, measures the limit) than to start far too low.
@@ -217,7 +227,7 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64) {
 // creep, then a growth that doubles the rate every gentleProbe seconds. It
 // requires g.mu held.
 func (g *Gentle) curve(now time.Time) float64 {
-	t := now.Sub(g.event).Seconds()
+	t := nanosToSeconds(now.UnixNano() - g.event)
 	hold := gentleHold * g.limit
 	switch {
 	case t < gentleClimb:
@@ -265,38 +275,50 @@ func (g *Gentle) Enabled() bool {
 	return g.enabled
 }
 
-// window counts events over the last second, in slots of 100ms.
+// window counts events over the last second, in five slots of a quarter
+// of a second: four whole ones and the share of the oldest that the second
+// still covers.
 type window struct {
-	slots [11]int
-	index [11]int64 // the 100ms period each slot counts
+	slots  [5]uint32 // oldest first
+	newest int64     // the quarter-second period of the last slot
 }
 
-func (w *window) add(now time.Time) {
-	i := now.UnixNano() / int64(100*time.Millisecond)
-	s := i % int64(len(w.slots))
-	if w.index[s] != i {
-		w.index[s], w.slots[s] = i, 0
+const quarter = int64(250 * time.Millisecond)
+
+func (w *window) add(now int64) {
+	w.advance(now / quarter)
+	if w.slots[4] < math.MaxUint32 {
+		w.slots[4]++
 	}
-	w.slots[s]++
 }
 
-// sum returns the events of the second up to now: the slots of the last
-// ten periods, the current one included, and of the eleventh the share
-// that falls within the second.
-func (w *window) sum(now time.Time) float64 {
-	ns := now.UnixNano()
-	i := ns / int64(100*time.Millisecond)
-	elapsed := float64(ns%int64(100*time.Millisecond)) / float64(100*time.Millisecond)
+// advance moves the window so that its last slot is period i.
+func (w *window) advance(i int64) {
+	if k := i - w.newest; k > 0 {
+		if k >= int64(len(w.slots)) {
+			w.slots = [5]uint32{}
+		} else {
+			copy(w.slots[:], w.slots[k:])
+			clear(w.slots[len(w.slots)-int(k):])
+		}
+		w.newest = i
+	}
+}
+
+// sum returns the events of the second up to now.
+func (w *window) sum(now int64) float64 {
+	i := now / quarter
+	elapsed := float64(now%quarter) / float64(quarter)
 	n := 0.0
-	for s := range w.slots {
-		switch w.index[s] {
-		case i - 10:
-			n += float64(w.slots[s]) * (1 - elapsed)
-		default:
-			if w.index[s] > i-10 && w.index[s] <= i {
-				n += float64(w.slots[s])
-			}
+	for j, c := range w.slots {
+		switch idx := w.newest - int64(len(w.slots)-1-j); {
+		case idx == i-4:
+			n += float64(c) * (1 - elapsed)
+		case idx > i-4 && idx <= i:
+			n += float64(c)
 		}
 	}
 	return n
 }
+
+func nanosToSeconds(n int64) float64 { return float64(n) / float64(time.Second) }

@@ -188,12 +188,14 @@ func TestGentleFindsALimitThatRose(t *testing.T) {
 func TestWindowCountsTheLastSecond(t *testing.T) {
 	var w window
 	for i := range 30 {
-		w.add(at(time.Duration(i) * 100 * time.Millisecond)) // 10 a second for 3s
+		w.add(at(time.Duration(i) * 100 * time.Millisecond).UnixNano()) // 10 a second for 3s
 	}
-	assert.InDelta(t, 10, w.sum(at(3*time.Second)), 1e-9)
-	assert.InDelta(t, 9.5, w.sum(at(3050*time.Millisecond)), 1e-9, "half of the oldest slot")
-	assert.InDelta(t, 10.5, w.sum(at(2950*time.Millisecond)), 1e-9, "10 slots and half of the eleventh")
-	assert.Zero(t, w.sum(at(10*time.Second)), "old slots do not count")
+	assert.InDelta(t, 10, w.sum(at(3*time.Second).UnixNano()), 1e-9)
+	// Between quarter seconds, the oldest slot counts for the share of it
+	// the second still covers.
+	assert.InDelta(t, 9.4, w.sum(at(3050*time.Millisecond).UnixNano()), 1e-9)
+	assert.InDelta(t, 10.4, w.sum(at(2950*time.Millisecond).UnixNano()), 1e-9)
+	assert.Zero(t, w.sum(at(10*time.Second).UnixNano()), "old slots do not count")
 }
 
 func TestAIMD(t *testing.T) {

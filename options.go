@@ -15,6 +15,7 @@ const (
 	DefaultBackoffBase   = 100 * time.Millisecond
 	DefaultBackoffMax    = 20 * time.Second
 	DefaultMaxRetryAfter = time.Minute
+	DefaultIdleTimeout   = 10 * time.Minute
 )
 
 // An Option configures a [Transport]. Options are applied in order by
@@ -34,6 +35,10 @@ type config struct {
 	budget        *RetryBudget
 	retryUnsafe   bool
 	adaptive      AdaptiveMode
+	idle          time.Duration
+	maxInFlight   int     // 0: no cap
+	globalRate    float64 // 0: no global limit
+	globalBurst   int
 	logger        *slog.Logger
 	hooks         Hooks
 }
@@ -45,6 +50,7 @@ func defaultConfig() config {
 		backoffBase:   DefaultBackoffBase,
 		backoffMax:    DefaultBackoffMax,
 		maxRetryAfter: DefaultMaxRetryAfter,
+		idle:          DefaultIdleTimeout,
 	}
 }
 
@@ -190,6 +196,50 @@ func WithAdaptive(mode AdaptiveMode) Option {
 		}
 		c.adaptive = mode
 	}
+}
+
+// WithMaxInFlight caps the requests out to each key's server at once, as
+// servers with a concurrent-request limit (Stripe's, a crawler's per-host
+// politeness) ask. A request holds its place from just before it is sent
+// until the caller has read its body to the end or closed it (or polite has
+// discarded it), or until it fails; retries take a place again. Calls that
+// find every place taken wait in the order they came, as long as their
+// context allows. The cap needs callers to close response bodies, as
+// net/http asks.
+//
+// Default: no cap. n < 1 means no cap.
+func WithMaxInFlight(n int) Option {
+	return func(c *config) { c.maxInFlight = max(n, 0) }
+}
+
+// WithGlobalRate paces all the Transport's requests, whatever their key,
+// with one token bucket of perSecond tokens a second holding at most burst,
+// on top of each key's own pacing: a request goes when both allow it.
+// Calls wait for it in the order they came.
+//
+// Default: no global limit. perSecond <= 0, NaN or +Inf means no global
+// limit; burst < 1 is treated as 1.
+func WithGlobalRate(perSecond float64, burst int) Option {
+	return func(c *config) {
+		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond <= 0 {
+			c.globalRate, c.globalBurst = 0, 0
+			return
+		}
+		c.globalRate, c.globalBurst = perSecond, max(burst, 1)
+	}
+}
+
+// WithIdleTimeout sets how long a key's state (its bucket, controller,
+// queue and what its server said) is kept after its last use. A key idle
+// that long is forgotten within one to two timeouts, lazily, by the calls
+// that follow (polite starts no goroutine); a key whose server asked for a
+// pause, or whose quota is spent until a reset, is kept until then. A
+// forgotten key starts afresh when it is used again. Memory is thus bounded
+// by the keys used within the last two timeouts: about 300 bytes a key.
+//
+// Default: 10 minutes. d below a millisecond is treated as a millisecond.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) { c.idle = max(d, time.Millisecond) }
 }
 
 // WithLogger makes the Transport log its decisions to l: retries at level

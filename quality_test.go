@@ -442,9 +442,14 @@ func TestControlQuality(t *testing.T) {
 			continue
 		}
 		// The default beats AWS's controller: more of the quota, and no
-		// more rejections than it, or than 1%.
+		// more rejections than it, or than 1% in steady state (2% when the
+		// run holds a drop of the limit and its transient).
 		assert.Greater(t, def.utilization, cubic.utilization, "%s: default vs aws-cubic utilization", sc.name)
-		assert.LessOrEqual(t, def.rejected, max(cubic.rejected, 0.01), "%s: default vs aws-cubic rejections", sc.name)
+		bound := 0.01
+		if len(sc.schedule) > 1 {
+			bound = 0.02
+		}
+		assert.LessOrEqual(t, def.rejected, max(cubic.rejected, bound), "%s: default vs aws-cubic rejections", sc.name)
 		switch {
 		case len(sc.schedule) > 1:
 			assert.GreaterOrEqual(t, def.utilization, 0.85, sc.name)

@@ -141,9 +141,12 @@ package polite
 import (
 	"context"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // drainLimit is how much of a discarded response body is read before it is
@@ -162,6 +165,7 @@ type Transport struct {
 	next   http.RoundTripper
 	cfg    config
 	keys   *registry
+	global *keyState // the WithGlobalRate bucket; nil without one
 	budget *RetryBudget
 }
 
@@ -183,12 +187,17 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	if budget == nil {
 		budget = NewRetryBudget(DefaultRetryBudgetCapacity)
 	}
-	return &Transport{
+	t := &Transport{
 		next:   next,
 		cfg:    cfg,
 		keys:   newRegistry(&cfg),
 		budget: budget,
 	}
+	if cfg.globalRate > 0 {
+		limit, burst := rate.Limit(cfg.globalRate), min(cfg.globalBurst, math.MaxInt32)
+		t.global = &keyState{limiter: rate.NewLimiter(limit, burst), limit: limit, burst: int32(burst)}
+	}
+	return t
 }
 
 // RoundTrip sends req through the wrapped RoundTripper, waiting for
@@ -204,7 +213,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // yet.
 func (c *call) state() *keyState {
 	if c.ks == nil {
-		c.ks = c.t.keys.lookup(c.key)
+		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key)
 	}
 	return c.ks
 }
@@ -229,7 +238,10 @@ type call struct {
 	ctx     context.Context
 	key     string
 	ks      *keyState    // the key's state, once it has one
+	shard   *shard       // the key's registry shard, once looked up
+	rotated int64        // its last rotation when ks was found
 	quota   *serverQuota // the server quota the attempt in flight counts against, if any
+	slot    *keyState    // the key whose WithMaxInFlight slot the attempt in flight holds
 	attempt int          // the attempt being made, 1-based
 	held    int          // retry cost held by the attempt in flight, refunded if it succeeds
 	sched   *schedule    // backoff delays, made at the first retry
@@ -253,6 +265,7 @@ func (c *call) run() (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := t.next.RoundTrip(send)
+		c.releaseSlotAfter(resp)
 		switch {
 		case err != nil && resp != nil: // next broke its contract; keep the error
 			discard(resp)
@@ -327,7 +340,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 			return failure{}, false // the caller gave up: nothing was learnt
 		}
 		if ks := c.state(); ks != nil {
-			ks.observe(now, false, 0)
+			c.observe(ks, now, false, 0)
 		}
 		retry, timeout := retryableError(err)
 		return failure{timeout: timeout}, retry
@@ -341,11 +354,13 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	var f failure
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
 	if (s.HasQuota || throttled && f.retryAfter > 0) && c.ks == nil {
-		c.ks = c.t.keys.ensure(c.key)
+		c.shard = c.t.keys.shardOf(c.key)
+		c.rotated = c.shard.rotated.Load()
+		c.ks = c.t.keys.ensureIn(c.shard, c.key)
 	}
 	if ks := c.state(); ks != nil {
 		c.heed(ks, s, throttled, f.retryAfter, now)
-		ks.observe(now, throttled, f.retryAfter)
+		c.observe(ks, now, throttled, f.retryAfter)
 	}
 	if throttled {
 		e := c.event(resp, nil)
@@ -353,6 +368,14 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		c.t.throttled(e)
 	}
 	return f, throttled || retryableStatus(code)
+}
+
+// observe feeds the attempt's outcome to the key's controller, and keeps
+// the key's state in the registry.
+func (c *call) observe(ks *keyState, now time.Time, throttled bool, pause time.Duration) {
+	ceiling, cap := c.t.keys.ceiling()
+	ks.observe(now, throttled, pause, ceiling, cap)
+	c.t.keys.keep(c.shard, c.key, ks, now, c.rotated)
 }
 
 // heed applies what a response said to the key's quota and pause: the
@@ -372,15 +395,28 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, delay time.Duration
 	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
 		q.sync(now, s.Quota)
 	}
+	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
+		c.pin(s, minTime(s.Quota.Reset, now.Add(maxPause)))
+	}
 	if !throttled || delay <= 0 {
 		return
 	}
 	until := now.Add(min(delay, maxPause))
+	c.pin(s, until)
 	if q != nil && s.Bucket != "" && !s.Global {
 		q.exhaust(until)
 		return
 	}
 	ks.pause(until)
+}
+
+// pin keeps the state that holds a pause or a spent quota (the key's, or
+// the named bucket's) until until, however idle it is.
+func (c *call) pin(s Signals, until time.Time) {
+	if s.Bucket != "" {
+		c.t.keys.pin(bucketKey(c.req.URL.Host, s.Bucket), until)
+	}
+	c.t.keys.pin(c.key, until)
 }
 
 // retryDelay returns how long to wait before the next attempt, or false

@@ -1,6 +1,7 @@
 package polite
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 // answer is an in-memory next that answers each request with the status
@@ -59,7 +61,7 @@ func TestWithAdaptiveSelectsTheController(t *testing.T) {
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
 			tr := New(nil, WithAdaptive(tt.mode))
-			ks := tr.keys.lookup("a.test")
+			ks := lookup(tr, "a.test")
 			if tt.want == nil {
 				assert.Nil(t, ks, "no state without a controller or a rate")
 				return
@@ -92,7 +94,7 @@ func TestWhatThrottles(t *testing.T) {
 				tr := New(next, WithMaxAttempts(1))
 				get(t, tr, "http://a.test/")
 				get(t, tr, "http://a.test/")
-				assert.Equal(t, tt.throttled, tr.keys.lookup("a.test").ctl.(*Gentle).Enabled())
+				assert.Equal(t, tt.throttled, lookup(tr, "a.test").ctl.(*Gentle).Enabled())
 			})
 		})
 	}
@@ -110,8 +112,8 @@ func TestEveryAttemptFeedsTheController(t *testing.T) {
 		}).transport(&calls)
 		tr := New(next, WithAdaptive(AdaptiveCubic), WithBackoff(0, 0))
 		assert.Equal(t, 200, get(t, tr, "http://a.test/"))
-		c := tr.keys.lookup("a.test").ctl.(*Cubic)
-		assert.Equal(t, 4, c.responses.count, "four attempts, four updates, all in one measurement bucket")
+		c := lookup(tr, "a.test").ctl.(*Cubic)
+		assert.Equal(t, int32(4), c.responses.count, "four attempts, four updates, all in one measurement bucket")
 	})
 }
 
@@ -133,7 +135,7 @@ func TestBucketFollowsTheController(t *testing.T) {
 		}
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		get(t, tr, "http://a.test/") // the 429
-		require.True(t, tr.keys.lookup("a.test").ctl.(*Gentle).Enabled())
+		require.True(t, lookup(tr, "a.test").ctl.(*Gentle).Enabled())
 		start = time.Now()
 		for range 45 {
 			get(t, tr, "http://a.test/")
@@ -149,18 +151,19 @@ func TestBucketFollowsTheController(t *testing.T) {
 func TestWithRateIsACeilingForTheController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := New(nil, WithRate(20, 2))
-		ks := tr.keys.lookup("a.test")
+		ks := lookup(tr, "a.test")
+		ceiling, cap := tr.keys.ceiling()
 		for range 1000 { // the server accepts 1000 a second
 			time.Sleep(time.Millisecond)
-			ks.observe(time.Now(), false, 0)
+			ks.observe(time.Now(), false, 0, ceiling, cap)
 		}
-		ks.observe(time.Now(), true, 0)
+		ks.observe(time.Now(), true, 0, ceiling, cap)
 		require.True(t, ks.ctl.(*Gentle).Enabled())
 		assert.InDelta(t, 900, ks.ctl.(*Gentle).Rate(), 10, "the controller's rate")
 		ks.mu.Lock()
 		defer ks.mu.Unlock()
 		assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
-		assert.Equal(t, 2, ks.burst)
+		assert.Equal(t, int32(2), ks.burst)
 	})
 }
 
@@ -173,13 +176,13 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 func TestRateChangesReachQueuedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := New(nil)
-		ks := tr.keys.lookup("a.test")
+		ks := lookup(tr, "a.test")
 		for range 100 { // 100 responses a second for a second
 			time.Sleep(10 * time.Millisecond)
-			ks.observe(time.Now(), false, 0)
+			observe(ks, false)
 		}
 		for range gentleDead { // a spent window: refusals without a pause
-			ks.observe(time.Now(), true, 0)
+			observe(ks, true)
 		}
 		ks.mu.Lock()
 		trickle := float64(ks.limit)
@@ -197,7 +200,7 @@ func TestRateChangesReachQueuedCalls(t *testing.T) {
 			done <- time.Since(start)
 		}()
 		synctest.Wait()                  // queued for the token of 1/9 s from now
-		ks.observe(time.Now(), false, 0) // a success: the window opened
+		observe(ks, false) // a success: the window opened
 		ks.mu.Lock()
 		full := float64(ks.limit)
 		ks.mu.Unlock()
@@ -211,4 +214,14 @@ func mustGet(t *testing.T, url string) *http.Request {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	require.NoError(t, err)
 	return req
+}
+
+// observe feeds ks an outcome at the present, under no ceiling.
+func observe(ks *keyState, throttled bool) {
+	ks.observe(time.Now(), throttled, 0, rate.Inf, math.MaxInt32)
+}
+
+func lookup(tr *Transport, key string) *keyState {
+	ks, _, _ := tr.keys.lookup(key)
+	return ks
 }

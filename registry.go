@@ -32,7 +32,7 @@ type registry struct {
 	perSecond float64 // 0: no local limit
 	burst     int
 	adaptive  AdaptiveMode
-	stateless bool // keys need no state until their server asks for a pause
+	stateless bool  // keys need no state until their server asks for a pause
 	idle      int64 // the idle timeout, in nanoseconds
 	seed      maphash.Seed
 	shards    [shards]shard

@@ -199,7 +199,7 @@ func TestRateChangesReachQueuedCalls(t *testing.T) {
 			assert.NoError(t, c.admit())
 			done <- time.Since(start)
 		}()
-		synctest.Wait()                  // queued for the token of 1/9 s from now
+		synctest.Wait()    // queued for the token of 1/9 s from now
 		observe(ks, false) // a success: the window opened
 		ks.mu.Lock()
 		full := float64(ks.limit)

@@ -49,6 +49,7 @@ type keyExtra struct {
 	routes    map[string]*serverQuota // path → the quota of the bucket the server named for it
 	inflight  int                     // requests holding a slot, under WithMaxInFlight
 	slotQueue *list.List              // of *slotWaiter, calls waiting for a slot
+	robots    *robotsEntry            // for a host's robots key, under WithCrawlDelay
 }
 
 // extraLocked returns ks.extra, making it if needed. It requires ks.mu
@@ -253,6 +254,11 @@ func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration, 
 // Transport allows. If the context is done while the call waits, it
 // returns the context's cause, having taken no token.
 func (c *call) admit() error {
+	if c.t.cfg.crawlDelay {
+		if err := c.admitRobots(); err != nil {
+			return err
+		}
+	}
 	if ks := c.state(); ks != nil {
 		if err := c.admitOn(ks); err != nil {
 			return err
@@ -260,6 +266,11 @@ func (c *call) admit() error {
 	}
 	if g := c.t.global; g != nil {
 		if err := c.admitOn(g); err != nil {
+			return err
+		}
+	}
+	if c.t.cfg.crawlDelay {
+		if err := c.spaceRobots(); err != nil {
 			return err
 		}
 	}

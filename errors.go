@@ -3,6 +3,7 @@ package polite
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -48,6 +49,39 @@ func (e *ThrottledError) Error() string {
 
 // Is reports whether target is [ErrThrottled].
 func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
+
+// ErrRobotsUnreachable reports that a request was not sent because its
+// host's robots.txt could not be fetched (a 5xx, a 429 or a network error),
+// under [WithCrawlDelay]: RFC 9309 then has crawlers assume the whole host
+// disallowed. Errors that match it with [errors.Is] are [*RobotsError]
+// values.
+var ErrRobotsUnreachable = errors.New("polite: robots.txt unreachable, host off limits")
+
+// RobotsError is the error returned for requests to a host whose
+// robots.txt is unreachable. It matches [ErrRobotsUnreachable] with
+// [errors.Is]. polite asks for robots.txt again a minute later.
+type RobotsError struct {
+	Host       string // the host
+	StatusCode int    // the status robots.txt was answered with; 0 after a network error
+	Err        error  // the network error; nil after a status
+}
+
+// Error implements the error interface.
+func (e *RobotsError) Error() string {
+	switch {
+	case e.Err != nil:
+		return "polite: robots.txt of " + e.Host + " unreachable (" + e.Err.Error() + "), host off limits"
+	case e.StatusCode != 0:
+		return "polite: robots.txt of " + e.Host + " unreachable (status " + strconv.Itoa(e.StatusCode) + "), host off limits"
+	}
+	return "polite: robots.txt of " + e.Host + " unreachable, host off limits"
+}
+
+// Is reports whether target is [ErrRobotsUnreachable].
+func (e *RobotsError) Is(target error) bool { return target == ErrRobotsUnreachable }
+
+// Unwrap returns the network error, if any.
+func (e *RobotsError) Unwrap() error { return e.Err }
 
 // budgetError is returned when a transport error was not retried because the
 // retry budget was empty. It matches both ErrRetryBudgetExhausted and the

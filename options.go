@@ -39,6 +39,8 @@ type config struct {
 	maxInFlight   int     // 0: no cap
 	globalRate    float64 // 0: no global limit
 	globalBurst   int
+	crawlDelay    bool
+	spacingJitter float64
 	logger        *slog.Logger
 	hooks         Hooks
 }
@@ -226,6 +228,41 @@ func WithGlobalRate(perSecond float64, burst int) Option {
 			return
 		}
 		c.globalRate, c.globalBurst = perSecond, max(burst, 1)
+	}
+}
+
+// WithCrawlDelay makes the Transport read each host's robots.txt (again
+// after a day, or after the host has been idle past [WithIdleTimeout] and
+// forgotten) and space its requests to the host by the Crawl-delay there (or by
+// its Request-rate): the delay of the group that names the request's
+// user agent (its User-Agent's product token), or else of the group for
+// "*". Decimal delays are honoured; delays over a minute count as a
+// minute. robots.txt is fetched through the wrapped RoundTripper by the
+// first request to the host, following up to five redirects; the requests
+// that come meanwhile wait for it. By RFC 9309, a robots.txt answered with
+// a 4xx means no restriction, and one unreachable (a 5xx, a 429 or a
+// network error) puts the whole host off limits: requests to it fail with a
+// [*RobotsError] until robots.txt is asked for again, a minute later.
+// polite does not enforce Allow and Disallow rules; crawlers still check
+// them.
+//
+// Default: false.
+func WithCrawlDelay(enabled bool) Option {
+	return func(c *config) { c.crawlDelay = enabled }
+}
+
+// WithSpacingJitter randomizes the spacing of requests to a host that
+// [WithCrawlDelay] imposes: each gap is the Crawl-delay times a factor
+// drawn uniformly from [1−f, 1+f], so f = 0.5 gives 0.5× to 1.5× (as
+// Scrapy's and wget's random waits do), and the average stays the delay.
+//
+// Default: 0, no jitter. f is clamped to [0, 1].
+func WithSpacingJitter(f float64) Option {
+	return func(c *config) {
+		if !(f > 0) {
+			f = 0
+		}
+		c.spacingJitter = min(f, 1)
 	}
 }
 

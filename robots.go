@@ -1,0 +1,262 @@
+package polite
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Crawl-delay, read from robots.txt under WithCrawlDelay.
+const (
+	robotsMaxDelay  = time.Minute    // the longest Crawl-delay honoured
+	robotsMaxSize   = 512 << 10      // bytes of robots.txt read (RFC 9309 asks for at least 500 KiB)
+	robotsRedirects = 5              // redirects followed (RFC 9309: at least five)
+	robotsTTL       = 24 * time.Hour // how long a robots.txt is trusted (RFC 9309: at most a day)
+	robotsRetry     = time.Minute    // how soon an unreachable robots.txt is asked for again
+	robotsPath      = "/robots.txt"
+	robotsKeyPrefix = "\x00robots\x00" // no request key can take this form
+)
+
+// robotsEntry is what polite knows of one host's robots.txt, and the
+// spacing of the requests to that host.
+type robotsEntry struct {
+	// mu guards the fields below.
+	mu       sync.Mutex
+	fetching chan struct{} // closed when the fetch under way ends; nil if none
+	expires  int64         // Unix nanoseconds until which what follows holds; 0 before the first fetch
+	delay    time.Duration // the host's Crawl-delay (or Request-rate), capped
+	err      *RobotsError  // non-nil while robots.txt is unreachable: the host is off limits
+	next     int64         // Unix nanoseconds before which no request may go to the host
+}
+
+// robots returns the robots entry of the request's host.
+func (c *call) robots() *robotsEntry {
+	ks := c.t.keys.ensure(robotsKeyPrefix + c.req.URL.Scheme + "://" + c.req.URL.Host)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	x := ks.extraLocked()
+	if x.robots == nil {
+		x.robots = new(robotsEntry)
+	}
+	return x.robots
+}
+
+// admitRobots makes sure the host's robots.txt is known, fetching it if it
+// is not (one call fetches; the others wait for it), and refuses the
+// request if robots.txt is unreachable: RFC 9309 then has crawlers assume
+// the whole host disallowed.
+func (c *call) admitRobots() error {
+	e := c.robots()
+	for {
+		e.mu.Lock()
+		switch now := time.Now().UnixNano(); {
+		case e.expires > now:
+			err := e.err
+			e.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return nil
+		case e.fetching != nil:
+			wait := e.fetching
+			e.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-c.ctx.Done():
+				return context.Cause(c.ctx)
+			}
+		}
+		done := make(chan struct{})
+		e.fetching = done
+		e.mu.Unlock()
+		delay, rerr, err := c.t.fetchRobots(c.ctx, c.req)
+		e.mu.Lock()
+		e.fetching = nil
+		if err == nil { // else the caller gave up: another call fetches
+			now := time.Now()
+			e.delay, e.err = delay, rerr
+			e.expires = now.Add(robotsTTL).UnixNano()
+			if rerr != nil {
+				e.expires = now.Add(robotsRetry).UnixNano()
+			}
+		}
+		e.mu.Unlock()
+		close(done)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// spaceRobots waits for the host's Crawl-delay since its last request,
+// randomized by WithSpacingJitter, and takes the next slot.
+func (c *call) spaceRobots() error {
+	e := c.robots()
+	now := time.Now()
+	e.mu.Lock()
+	if e.delay <= 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	slot := max(e.next, now.UnixNano())
+	gap := e.delay
+	if f := c.t.cfg.spacingJitter; f > 0 {
+		gap = time.Duration(float64(gap) * (1 - f + 2*f*rand.Float64()))
+	}
+	e.next = slot + int64(gap)
+	e.mu.Unlock()
+	wait := time.Duration(slot - now.UnixNano())
+	if wait <= 0 {
+		return nil
+	}
+	giveBack := func() {
+		e.mu.Lock()
+		if e.next == slot+int64(gap) { // no one came after: the slot is free again
+			e.next = slot
+		}
+		e.mu.Unlock()
+	}
+	if err := c.refuse(wait, now, false); err != nil {
+		giveBack()
+		return err
+	}
+	c.waiting(wait, false)
+	if err := sleep(c.ctx, wait); err != nil {
+		giveBack()
+		return err
+	}
+	return nil
+}
+
+// fetchRobots asks the host of req for its robots.txt through next,
+// following up to five redirects, and returns its Crawl-delay for the
+// request's user agent. By RFC 9309, a 4xx (unavailable) means no
+// restriction, and a 5xx or a network error (unreachable) means the host is
+// off limits: that is rerr. 429 counts as unreachable, as it does for the
+// major search engines. err is the context's cause when the caller gave up.
+func (t *Transport) fetchRobots(ctx context.Context, req *http.Request) (delay time.Duration, rerr *RobotsError, err error) {
+	agent := productToken(req.UserAgent())
+	u := &url.URL{Scheme: req.URL.Scheme, Host: req.URL.Host, Path: robotsPath}
+	for range robotsRedirects + 1 {
+		get, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return 0, &RobotsError{Host: req.URL.Host, Err: err}, nil
+		}
+		if ua := req.Header.Get("User-Agent"); ua != "" {
+			get.Header.Set("User-Agent", ua)
+		}
+		resp, err := t.next.RoundTrip(get)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, nil, context.Cause(ctx)
+			}
+			return 0, &RobotsError{Host: req.URL.Host, Err: err}, nil
+		}
+		code := resp.StatusCode
+		switch {
+		case code >= 200 && code < 300:
+			delay = parseRobots(io.LimitReader(resp.Body, robotsMaxSize), agent)
+			discard(resp)
+			return delay, nil, nil
+		case code >= 300 && code < 400 && resp.Header.Get("Location") != "":
+			next, perr := u.Parse(resp.Header.Get("Location"))
+			discard(resp)
+			if perr != nil {
+				return 0, nil, nil // a broken redirect: robots.txt unavailable
+			}
+			u = next
+			continue
+		case code == http.StatusTooManyRequests || code >= 500:
+			discard(resp)
+			return 0, &RobotsError{Host: req.URL.Host, StatusCode: code}, nil
+		}
+		discard(resp)
+		return 0, nil, nil // 4xx, or anything else: unavailable, no restriction
+	}
+	return 0, nil, nil // too many redirects: unavailable
+}
+
+// productToken returns the product token of a User-Agent, lower-cased:
+// "MyBot/2.1 (+https://…)" gives "mybot".
+func productToken(ua string) string {
+	ua = strings.TrimSpace(ua)
+	if i := strings.IndexAny(ua, "/ "); i >= 0 {
+		ua = ua[:i]
+	}
+	return strings.ToLower(ua)
+}
+
+// parseRobots reads robots.txt and returns the Crawl-delay (or the spacing
+// a Request-rate implies, whichever is longer) of the group that names
+// agent, or else of the group for "*". Decimal delays are accepted
+// (CPython's robotparser drops them); the result is capped at
+// robotsMaxDelay. Lines that do not parse are skipped.
+func parseRobots(r io.Reader, agent string) time.Duration {
+	var (
+		sc              = bufio.NewScanner(r)
+		agents          []string // the user agents of the group being read
+		inRules         bool     // the group's rules have begun
+		mine, any       time.Duration
+		named, foundAny bool // a group names agent; a group for "*" has a delay
+	)
+	sc.Buffer(make([]byte, 0, 4096), robotsMaxSize)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		key, value = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(value)
+		if key == "user-agent" {
+			if inRules {
+				agents, inRules = nil, false
+			}
+			token := productToken(value)
+			agents = append(agents, token)
+			named = named || token == agent && agent != ""
+			continue
+		}
+		inRules = true
+		var d time.Duration
+		switch key {
+		case "crawl-delay":
+			f, ok := parseDecimal(value)
+			if !ok {
+				continue
+			}
+			d, _ = seconds(min(f, robotsMaxDelay.Seconds()))
+		case "request-rate": // "1/5": one request every five seconds
+			n, per, ok := strings.Cut(value, "/")
+			reqs, okN := parseDecimal(strings.TrimSpace(n))
+			secs, okS := parseDecimal(strings.TrimSuffix(strings.TrimSpace(per), "s"))
+			if !ok || !okN || !okS || reqs == 0 {
+				continue
+			}
+			d, _ = seconds(min(secs/reqs, robotsMaxDelay.Seconds()))
+		default:
+			continue
+		}
+		for _, a := range agents {
+			switch {
+			case a == agent && agent != "":
+				mine = max(mine, d)
+			case a == "*":
+				any, foundAny = max(any, d), true
+			}
+		}
+	}
+	switch {
+	case named: // the group that names the agent rules, delay or not
+		return mine
+	case foundAny:
+		return any
+	}
+	return 0
+}

@@ -29,27 +29,60 @@ const maxPause = time.Hour
 // allocation (the default controller lives inside it), with the parts few
 // keys need made only when needed.
 type keyState struct {
-	ctl    controller  // nil when adaptive pacing is off
 	quoted atomic.Bool // the server has reported a quota: extra.quota or extra.routes is set
 
-	// mu guards the fields below, and orders token taking with the queue.
-	mu          sync.Mutex
-	pausedUntil int64         // Unix nanoseconds before which the server asked for no request; 0 if none
-	limiter     *rate.Limiter // the token arithmetic; nil until a rate applies
-	queue       *list.List    // of *waiter, in arrival order; nil until a call waits
-	limit       rate.Limit    // the limiter's rate, as last set; Inf without a limiter
-	burst       int32         // the limiter's burst, as last set
-	extra       *keyExtra     // what few keys need; nil until needed
-	gentle      Gentle        // the default controller's state, when ctl is it
+	// mu guards burst and the fields below it, and orders token taking
+	// with the queue. (burst sits next to quoted to keep the struct in a
+	// smaller size class.)
+	burst   int32 // the limiter's burst, as last set
+	mu      sync.Mutex
+	limiter *rate.Limiter // the token arithmetic; nil until a rate applies
+	limit   rate.Limit    // the limiter's rate, as last set; Inf without a limiter
+	extra   *keyExtra     // what few keys need; nil until needed
+	gentle  Gentle        // the state of the default controller, under AdaptiveDefault
 }
 
-// keyExtra is the part of a key's state that few keys need.
+// keyExtra is the part of a key's state that few keys need, or that a key
+// needs only once its server has throttled it or calls have queued.
 type keyExtra struct {
-	quota     *serverQuota            // the quota the server reports, for paths in no named bucket
-	routes    map[string]*serverQuota // path → the quota of the bucket the server named for it
-	inflight  int                     // requests holding a slot, under WithMaxInFlight
-	slotQueue *list.List              // of *slotWaiter, calls waiting for a slot
-	robots    *robotsEntry            // for a host's robots key, under WithCrawlDelay
+	pausedUntil int64                   // Unix nanoseconds before which the server asked for no request; 0 if none
+	queue       *list.List              // of *waiter, in arrival order; nil until a call waits
+	ctl         controller              // the controller, under AdaptiveCubic and AdaptiveAIMD
+	quota       *serverQuota            // the quota the server reports, for paths in no named bucket
+	routes      map[string]*serverQuota // path → the quota of the bucket the server named for it
+	inflight    int                     // requests holding a slot, under WithMaxInFlight
+	slotQueue   *list.List              // of *slotWaiter, calls waiting for a slot
+}
+
+// busy reports whether forgetting ks at now, the present, would lose
+// something, though its key has been idle: calls hold slots or wait in its
+// queues, or its bucket has not refilled (a rate slower than the idle
+// timeout). A state locked at that moment is in use: busy.
+func (ks *keyState) busy(now int64) bool {
+	if !ks.mu.TryLock() {
+		return true
+	}
+	defer ks.mu.Unlock()
+	if x := ks.extra; x != nil {
+		if x.inflight > 0 || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 {
+			return true
+		}
+	}
+	return ks.limiter != nil && ks.limiter.TokensAt(time.Unix(0, now)) < float64(ks.burst)
+}
+
+// controller returns the key's controller under mode; nil when adaptive
+// pacing is off.
+func (ks *keyState) controller(mode AdaptiveMode) controller {
+	switch mode {
+	case AdaptiveOff:
+		return nil
+	case AdaptiveDefault:
+		return &ks.gentle
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.extraLocked().ctl
 }
 
 // extraLocked returns ks.extra, making it if needed. It requires ks.mu
@@ -123,10 +156,10 @@ func (ks *keyState) pauseLeft(now time.Time) time.Duration {
 
 // pauseLeftLocked is pauseLeft; it requires ks.mu held.
 func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
-	if ks.pausedUntil == 0 {
+	if ks.extra == nil || ks.extra.pausedUntil == 0 {
 		return 0
 	}
-	return time.Duration(max(ks.pausedUntil-now.UnixNano(), 0))
+	return time.Duration(max(ks.extra.pausedUntil-now.UnixNano(), 0))
 }
 
 // pauseNowLocked returns how long the key stays paused after now, the
@@ -134,8 +167,8 @@ func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
 // read the clock for it. It requires ks.mu held.
 func (ks *keyState) pauseNowLocked(now time.Time) time.Duration {
 	left := ks.pauseLeftLocked(now)
-	if left == 0 {
-		ks.pausedUntil = 0
+	if left == 0 && ks.extra != nil {
+		ks.extra.pausedUntil = 0
 	}
 	return left
 }
@@ -144,8 +177,8 @@ func (ks *keyState) pauseNowLocked(now time.Time) time.Duration {
 // longer one.
 func (ks *keyState) pause(until time.Time) {
 	ks.mu.Lock()
-	if u := until.UnixNano(); u > ks.pausedUntil {
-		ks.pausedUntil = u
+	if x := ks.extraLocked(); until.UnixNano() > x.pausedUntil {
+		x.pausedUntil = until.UnixNano()
 	}
 	ks.mu.Unlock()
 }
@@ -153,10 +186,10 @@ func (ks *keyState) pause(until time.Time) {
 // waiting returns the number of calls queued for a token. It requires ks.mu
 // held.
 func (ks *keyState) waitingLocked() int {
-	if ks.queue == nil {
+	if ks.extra == nil || ks.extra.queue == nil {
 		return 0
 	}
-	return ks.queue.Len()
+	return ks.extra.queue.Len()
 }
 
 // turnWait returns how long after at the n-th call in line would get its
@@ -196,8 +229,8 @@ func (ks *keyState) leave(e *list.Element) {
 // removeLocked removes e from the queue and wakes the new head if e was the
 // head. It requires ks.mu held.
 func (ks *keyState) removeLocked(e *list.Element) {
-	wasHead := ks.queue.Front() == e
-	ks.queue.Remove(e)
+	wasHead := ks.extra.queue.Front() == e
+	ks.extra.queue.Remove(e)
 	if wasHead {
 		ks.wakeHeadLocked()
 	}
@@ -206,10 +239,10 @@ func (ks *keyState) removeLocked(e *list.Element) {
 // wakeHeadLocked signals the head of the queue, if any, to look at the
 // bucket again. It requires ks.mu held.
 func (ks *keyState) wakeHeadLocked() {
-	if ks.queue == nil {
+	if ks.extra == nil || ks.extra.queue == nil {
 		return
 	}
-	if head := ks.queue.Front(); head != nil {
+	if head := ks.extra.queue.Front(); head != nil {
 		select {
 		case head.Value.(*waiter).wake <- struct{}{}:
 		default: // already signalled
@@ -222,11 +255,12 @@ func (ks *keyState) wakeHeadLocked() {
 // and makes the key's bucket follow the controller's rate, capped by the
 // ceiling (the WithRate rate and burst). A change of rate wakes the head of
 // the queue, so that it waits for the new rate, not the old one.
-func (ks *keyState) observe(now time.Time, throttled bool, pause time.Duration, ceiling rate.Limit, cap int) {
-	if ks.ctl == nil {
+func (ks *keyState) observe(mode AdaptiveMode, now time.Time, throttled bool, pause time.Duration, ceiling rate.Limit, cap int) {
+	ctl := ks.controller(mode)
+	if ctl == nil {
 		return
 	}
-	perSecond, burst, enabled := ks.ctl.observe(now, throttled, pause)
+	perSecond, burst, enabled := ctl.observe(now, throttled, pause)
 	if !enabled {
 		return // the bucket keeps the ceiling it was made with
 	}
@@ -284,7 +318,7 @@ func (c *call) admit() error {
 // Transport's global one) let the call go.
 func (c *call) admitOn(ks *keyState) error {
 	ks.mu.Lock()
-	if ks.pausedUntil == 0 && ks.waitingLocked() == 0 && ks.limiter == nil {
+	if ks.limiter == nil && (ks.extra == nil || ks.extra.pausedUntil == 0 && ks.waitingLocked() == 0) {
 		ks.mu.Unlock()
 		return nil // nothing to wait for, and no need to read the clock
 	}
@@ -347,10 +381,11 @@ func (c *call) admitQuota() error {
 func (c *call) waitTurn(ks *keyState) error {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ks.mu.Lock()
-	if ks.queue == nil {
-		ks.queue = list.New()
+	x := ks.extraLocked()
+	if x.queue == nil {
+		x.queue = list.New()
 	}
-	e := ks.queue.PushBack(w)
+	e := x.queue.PushBack(w)
 	ks.mu.Unlock()
 	for {
 		var (
@@ -359,7 +394,7 @@ func (c *call) waitTurn(ks *keyState) error {
 			sleepFor    = time.Duration(-1) // not the head: until woken
 		)
 		ks.mu.Lock()
-		if ks.queue.Front() == e {
+		if x.queue.Front() == e {
 			pause = ks.pauseNowLocked(now)
 			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(now, 1)) {
 				ks.removeLocked(e)

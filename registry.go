@@ -3,6 +3,7 @@ package polite
 import (
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,45 +11,200 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// shards is how many independently locked parts the registry has, so that
+// shards is how many independently locked parts a table has, so that
 // calls to different keys seldom wait for the same lock.
 const shards = 64
 
-// registry maps keys to their state. It is sharded by a hash of the key, so
-// that keys do not contend, and it forgets keys that stay idle: each shard
+// table maps keys to values of type V, and forgets keys that stay idle. It
+// is sharded by a hash of the key, so that keys do not contend. Each shard
 // holds two generations, the keys used since its last rotation (young) and
 // the keys used in the period before (old). A key found in old moves to
-// young. Once the idle timeout has passed since a shard's last rotation, the
-// next call that touches the shard rotates it: old is dropped, young
+// young. Once the idle timeout has passed since a shard's last rotation,
+// the next call that touches the shard rotates it: old is dropped, young
 // becomes old (both are dropped when two timeouts have passed). So a key
 // idle for the timeout is forgotten after one to two timeouts, at no cost
-// beyond dropping a map, and with no goroutine. A key whose server asked
-// for a pause, or whose quota is spent until a reset, is pinned and kept
-// until then.
-//
-// Without a local rate or a controller, a key gets a state only when its
-// server asks for a pause or reports a quota.
-type registry struct {
-	perSecond float64 // 0: no local limit
-	burst     int
-	adaptive  AdaptiveMode
-	stateless bool  // keys need no state until their server asks for a pause
-	idle      int64 // the idle timeout, in nanoseconds
-	seed      maphash.Seed
-	shards    [shards]shard
+// beyond dropping a map, and with no goroutine. A pinned key (its server
+// asked for a pause) is kept until its time.
+type table[V any] struct {
+	idle   int64 // the idle timeout, in nanoseconds
+	seed   maphash.Seed
+	fresh  func(now time.Time) *V     // makes the value of a new key
+	busy   func(v *V, now int64) bool // reports whether v must outlive its key's idleness; nil: never
+	shards [shards]shard[V]
 }
 
-// shard is one part of the registry.
-type shard struct {
+// shard is one part of a table.
+type shard[V any] struct {
 	rotated atomic.Int64 // Unix nanoseconds of the last rotation; 0 before the first
 
 	// mu guards the fields below.
 	mu     sync.RWMutex
-	young  map[string]*keyState
-	old    map[string]*keyState
+	young  map[string]*V
+	old    map[string]*V
 	pinned map[string]int64 // key → Unix nanoseconds it is kept until
 
 	_ [64]byte // keep shards on separate cache lines
+}
+
+func (tb *table[V]) init(idle time.Duration, fresh func(time.Time) *V, busy func(*V, int64) bool) {
+	tb.idle, tb.seed, tb.fresh, tb.busy = int64(idle), maphash.MakeSeed(), fresh, busy
+	for i := range tb.shards {
+		tb.shards[i].young = make(map[string]*V)
+	}
+}
+
+// shardOf returns the shard of key.
+func (tb *table[V]) shardOf(key string) *shard[V] {
+	return &tb.shards[maphash.String(tb.seed, key)%shards]
+}
+
+// peek returns the value of key, or nil, and whether it is young.
+func (sh *shard[V]) peek(key string) (v *V, young bool) {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	if v := sh.young[key]; v != nil {
+		return v, true
+	}
+	return sh.old[key], false
+}
+
+// ensure returns the value of key, making it if needed, and makes it
+// young.
+func (tb *table[V]) ensure(key string) *V {
+	return tb.ensureIn(tb.shardOf(key), key)
+}
+
+// use returns the value of key, making it if needed, and makes it young,
+// after rotating the key's shard if that is due.
+func (tb *table[V]) use(key string, now time.Time) *V {
+	sh := tb.shardOf(key)
+	tb.rotate(sh, now.UnixNano())
+	return tb.ensureIn(sh, key)
+}
+
+func (tb *table[V]) ensureIn(sh *shard[V], key string) *V {
+	if v, young := sh.peek(key); young {
+		return v
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if v := sh.young[key]; v != nil {
+		return v
+	}
+	v := sh.old[key]
+	if v != nil {
+		delete(sh.old, key)
+	} else {
+		v = tb.fresh(time.Now())
+	}
+	// A key is often part of a longer string (the host of a URL): held as
+	// is, it would keep all of that alive.
+	sh.young[strings.Clone(key)] = v
+	return v
+}
+
+// keep makes sure the value v that a call holds is still the key's, after
+// the call: if the key was forgotten meanwhile (its call outlived an idle
+// timeout), v is the key's again, unless a newer value has taken its
+// place. It rotates the key's shard if that is due. rotated is the shard's
+// last rotation when the call found v young: if it has not rotated since,
+// v is still there.
+func (tb *table[V]) keep(sh *shard[V], key string, v *V, now time.Time, rotated int64) {
+	tb.rotate(sh, now.UnixNano())
+	if sh.rotated.Load() == rotated {
+		return
+	}
+	if held, young := sh.peek(key); held == v && young {
+		return
+	}
+	sh.mu.Lock()
+	if sh.young[key] == nil {
+		if sh.old[key] == v {
+			delete(sh.old, key)
+		}
+		if sh.old[key] == nil {
+			sh.young[strings.Clone(key)] = v
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// pin keeps key, and its value, until until.
+func (tb *table[V]) pin(key string, until time.Time) {
+	sh := tb.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.pinned == nil {
+		sh.pinned = make(map[string]int64)
+	}
+	u := until.UnixNano()
+	switch was, ok := sh.pinned[key]; {
+	case !ok:
+		sh.pinned[strings.Clone(key)] = u
+	case u > was:
+		sh.pinned[key] = u
+	}
+}
+
+// rotate drops the shard's old generation (and its young one too, if two
+// timeouts have passed) if the idle timeout has passed since its last
+// rotation. Of the keys dropped, it keeps those pinned until later and
+// those whose values are busy: their forgetting would lose something.
+func (tb *table[V]) rotate(sh *shard[V], now int64) {
+	last := sh.rotated.Load()
+	if last == 0 {
+		sh.rotated.CompareAndSwap(0, now)
+		return
+	}
+	if now-last < tb.idle || !sh.rotated.CompareAndSwap(last, now) {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for key, until := range sh.pinned {
+		if until <= now {
+			delete(sh.pinned, key)
+		}
+	}
+	kept := make(map[string]*V)
+	keepFrom := func(dropped map[string]*V) {
+		for key, v := range dropped {
+			if sh.pinned[key] > now || tb.busy != nil && tb.busy(v, now) {
+				kept[key] = v
+			}
+		}
+	}
+	keepFrom(sh.old)
+	if now-last >= 2*tb.idle {
+		keepFrom(sh.young)
+		sh.old = nil
+	} else {
+		sh.old = sh.young
+	}
+	sh.young = kept
+}
+
+// len returns the number of keys the table holds.
+func (tb *table[V]) len() int {
+	n := 0
+	for i := range tb.shards {
+		sh := &tb.shards[i]
+		sh.mu.RLock()
+		n += len(sh.young) + len(sh.old)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// registry is the table of the keys' states. Without a local rate or a
+// controller, a key gets a state only when its server asks for a pause or
+// reports a quota, or under WithMaxInFlight.
+type registry struct {
+	table[keyState]
+	perSecond float64 // 0: no local limit
+	burst     int
+	adaptive  AdaptiveMode
+	stateless bool // keys need no state until their server asks for a pause
 }
 
 func newRegistry(cfg *config) *registry {
@@ -57,156 +213,25 @@ func newRegistry(cfg *config) *registry {
 		burst:     cfg.burst,
 		adaptive:  cfg.adaptive,
 		stateless: cfg.perSecond == 0 && cfg.adaptive == AdaptiveOff && cfg.maxInFlight == 0,
-		idle:      int64(cfg.idle),
-		seed:      maphash.MakeSeed(),
 	}
-	for i := range r.shards {
-		r.shards[i].young = make(map[string]*keyState)
-	}
+	r.init(cfg.idle, r.newKeyState, (*keyState).busy)
 	return r
-}
-
-// shardOf returns the shard of key.
-func (r *registry) shardOf(key string) *shard {
-	return &r.shards[maphash.String(r.seed, key)%shards]
 }
 
 // lookup returns the state of key, creating it when a local rate or a
 // controller needs one; it returns nil for a key that needs no state yet.
 // It also returns the key's shard and its last rotation, for keep.
-func (r *registry) lookup(key string) (*keyState, *shard, int64) {
+func (r *registry) lookup(key string) (*keyState, *shard[keyState], int64) {
 	sh := r.shardOf(key)
 	rotated := sh.rotated.Load()
-	return r.find(sh, key), sh, rotated
-}
-
-func (r *registry) find(sh *shard, key string) *keyState {
-	sh.mu.RLock()
-	ks, young := sh.young[key], true
-	if ks == nil {
-		ks, young = sh.old[key], false
-	}
-	sh.mu.RUnlock()
+	ks, young := sh.peek(key)
 	switch {
 	case ks != nil && young:
-		return ks
+		return ks, sh, rotated
 	case ks == nil && r.stateless:
-		return nil
+		return nil, sh, rotated
 	}
-	return r.ensureIn(sh, key)
-}
-
-// ensure returns the state of key, creating it if needed, and makes it
-// young.
-func (r *registry) ensure(key string) *keyState {
-	return r.ensureIn(r.shardOf(key), key)
-}
-
-func (r *registry) ensureIn(sh *shard, key string) *keyState {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if ks := sh.young[key]; ks != nil {
-		return ks
-	}
-	ks := sh.old[key]
-	if ks != nil {
-		delete(sh.old, key)
-	} else {
-		ks = r.newKeyState(time.Now())
-	}
-	sh.young[key] = ks
-	return ks
-}
-
-// keep makes sure the state ks that a call holds is still the key's, after
-// the call: if the key was forgotten meanwhile (its call outlived an idle
-// timeout), ks is the key's again, unless a newer state has taken its
-// place. It rotates the key's shard if that is due. rotated is the shard's
-// last rotation when the call found ks young: if it has not rotated since,
-// ks is still there.
-func (r *registry) keep(sh *shard, key string, ks *keyState, now time.Time, rotated int64) {
-	r.rotate(sh, now.UnixNano())
-	if sh.rotated.Load() == rotated {
-		return
-	}
-	sh.mu.RLock()
-	held := sh.young[key] == ks
-	sh.mu.RUnlock()
-	if held {
-		return
-	}
-	sh.mu.Lock()
-	if sh.young[key] == nil {
-		if sh.old[key] == ks {
-			delete(sh.old, key)
-		}
-		if sh.old[key] == nil {
-			sh.young[key] = ks
-		}
-	}
-	sh.mu.Unlock()
-}
-
-// pin keeps key, and its state, until until: its server asked for a pause.
-func (r *registry) pin(key string, until time.Time) {
-	sh := r.shardOf(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.pinned == nil {
-		sh.pinned = make(map[string]int64)
-	}
-	if u := until.UnixNano(); u > sh.pinned[key] {
-		sh.pinned[key] = u
-	}
-}
-
-// rotate drops the shard's old generation if the idle timeout has passed
-// since its last rotation, keeping pinned keys whose time has not come.
-func (r *registry) rotate(sh *shard, now int64) {
-	last := sh.rotated.Load()
-	if last == 0 {
-		sh.rotated.CompareAndSwap(0, now)
-		return
-	}
-	if now-last < r.idle || !sh.rotated.CompareAndSwap(last, now) {
-		return
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	dropYoung := now-last >= 2*r.idle
-	young := make(map[string]*keyState)
-	for key, until := range sh.pinned {
-		if until <= now {
-			delete(sh.pinned, key)
-			continue
-		}
-		if ks := sh.young[key]; ks != nil && dropYoung {
-			young[key] = ks
-		} else if ks := sh.old[key]; ks != nil {
-			young[key] = ks
-		}
-	}
-	if dropYoung {
-		sh.old = nil
-	} else {
-		sh.old = sh.young
-		for key := range young {
-			delete(sh.old, key)
-		}
-	}
-	sh.young = young
-}
-
-// len returns the number of keys the registry holds.
-func (r *registry) len() int {
-	n := 0
-	for i := range r.shards {
-		sh := &r.shards[i]
-		sh.mu.RLock()
-		n += len(sh.young) + len(sh.old)
-		sh.mu.RUnlock()
-	}
-	return n
+	return r.ensureIn(sh, key), sh, rotated
 }
 
 // bucket returns the quota of the bucket that the server at host named,
@@ -227,11 +252,10 @@ func (r *registry) newKeyState(now time.Time) *keyState {
 	switch r.adaptive {
 	case AdaptiveDefault:
 		ks.gentle.init(now)
-		ks.ctl = &ks.gentle
 	case AdaptiveCubic:
-		ks.ctl = NewCubic(now)
+		ks.extra = &keyExtra{ctl: NewCubic(now)}
 	case AdaptiveAIMD:
-		ks.ctl = NewAIMD(now)
+		ks.extra = &keyExtra{ctl: NewAIMD(now)}
 	}
 	if r.perSecond > 0 {
 		ks.limit, ks.burst = rate.Limit(r.perSecond), int32(min(r.burst, math.MaxInt32))

@@ -20,7 +20,6 @@ const (
 	robotsTTL       = 24 * time.Hour // how long a robots.txt is trusted (RFC 9309: at most a day)
 	robotsRetry     = time.Minute    // how soon an unreachable robots.txt is asked for again
 	robotsPath      = "/robots.txt"
-	robotsKeyPrefix = "\x00robots\x00" // no request key can take this form
 )
 
 // robotsEntry is what polite knows of one host's robots.txt, and the
@@ -35,16 +34,21 @@ type robotsEntry struct {
 	next     int64         // Unix nanoseconds before which no request may go to the host
 }
 
-// robots returns the robots entry of the request's host.
-func (c *call) robots() *robotsEntry {
-	ks := c.t.keys.ensure(robotsKeyPrefix + c.req.URL.Scheme + "://" + c.req.URL.Host)
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	x := ks.extraLocked()
-	if x.robots == nil {
-		x.robots = new(robotsEntry)
+// busy reports whether forgetting e at now, the present, would lose
+// something: its robots.txt is being fetched, or the host's spacing has not
+// run out. An entry locked at that moment is in use: busy.
+func (e *robotsEntry) busy(now int64) bool {
+	if !e.mu.TryLock() {
+		return true
 	}
-	return x.robots
+	defer e.mu.Unlock()
+	return e.fetching != nil || e.next > now
+}
+
+// robotsKey returns the key of the request's robots.txt: its scheme and
+// host, as RFC 9309 scopes a robots.txt.
+func (c *call) robotsKey() string {
+	return c.req.URL.Scheme + "://" + c.req.URL.Host
 }
 
 // admitRobots makes sure the host's robots.txt is known, fetching it if it
@@ -52,7 +56,8 @@ func (c *call) robots() *robotsEntry {
 // request if robots.txt is unreachable: RFC 9309 then has crawlers assume
 // the whole host disallowed.
 func (c *call) admitRobots() error {
-	e := c.robots()
+	e := c.t.robots.use(c.robotsKey(), time.Now())
+	c.site = e
 	for {
 		e.mu.Lock()
 		switch now := time.Now().UnixNano(); {
@@ -98,7 +103,7 @@ func (c *call) admitRobots() error {
 // spaceRobots waits for the host's Crawl-delay since its last request,
 // randomized by WithSpacingJitter, and takes the next slot.
 func (c *call) spaceRobots() error {
-	e := c.robots()
+	e := c.site
 	now := time.Now()
 	e.mu.Lock()
 	if e.delay <= 0 {

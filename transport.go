@@ -165,7 +165,8 @@ type Transport struct {
 	next   http.RoundTripper
 	cfg    config
 	keys   *registry
-	global *keyState // the WithGlobalRate bucket; nil without one
+	global *keyState           // the WithGlobalRate bucket; nil without one
+	robots *table[robotsEntry] // scheme://host → its robots.txt, under WithCrawlDelay
 	budget *RetryBudget
 }
 
@@ -196,6 +197,10 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	if cfg.globalRate > 0 {
 		limit, burst := rate.Limit(cfg.globalRate), min(cfg.globalBurst, math.MaxInt32)
 		t.global = &keyState{limiter: rate.NewLimiter(limit, burst), limit: limit, burst: int32(burst)}
+	}
+	if cfg.crawlDelay {
+		t.robots = new(table[robotsEntry])
+		t.robots.init(cfg.idle, func(time.Time) *robotsEntry { return new(robotsEntry) }, (*robotsEntry).busy)
 	}
 	return t
 }
@@ -237,14 +242,15 @@ type call struct {
 	req     *http.Request // the caller's request, never modified
 	ctx     context.Context
 	key     string
-	ks      *keyState    // the key's state, once it has one
-	shard   *shard       // the key's registry shard, once looked up
-	rotated int64        // its last rotation when ks was found
-	quota   *serverQuota // the server quota the attempt in flight counts against, if any
-	slot    *keyState    // the key whose WithMaxInFlight slot the attempt in flight holds
-	attempt int          // the attempt being made, 1-based
-	held    int          // retry cost held by the attempt in flight, refunded if it succeeds
-	sched   *schedule    // backoff delays, made at the first retry
+	ks      *keyState        // the key's state, once it has one
+	shard   *shard[keyState] // the key's registry shard, once looked up
+	rotated int64            // its last rotation when ks was found
+	quota   *serverQuota     // the server quota the attempt in flight counts against, if any
+	slot    *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
+	attempt int              // the attempt being made, 1-based
+	held    int              // retry cost held by the attempt in flight, refunded if it succeeds
+	sched   *schedule        // backoff delays, made at the first retry
+	site    *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
 }
 
 // failure is what makes an attempt worth retrying.
@@ -374,7 +380,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 // the key's state in the registry.
 func (c *call) observe(ks *keyState, now time.Time, throttled bool, pause time.Duration) {
 	ceiling, cap := c.t.keys.ceiling()
-	ks.observe(now, throttled, pause, ceiling, cap)
+	ks.observe(c.t.keys.adaptive, now, throttled, pause, ceiling, cap)
 	c.t.keys.keep(c.shard, c.key, ks, now, c.rotated)
 }
 

@@ -67,7 +67,7 @@ func TestWithAdaptiveSelectsTheController(t *testing.T) {
 				return
 			}
 			require.NotNil(t, ks)
-			assert.IsType(t, tt.want, ks.ctl)
+			assert.IsType(t, tt.want, ks.controller(tr.keys.adaptive))
 		})
 	}
 	assert.Equal(t, "AdaptiveMode(42)", AdaptiveMode(42).String())
@@ -94,7 +94,7 @@ func TestWhatThrottles(t *testing.T) {
 				tr := New(next, WithMaxAttempts(1))
 				get(t, tr, "http://a.test/")
 				get(t, tr, "http://a.test/")
-				assert.Equal(t, tt.throttled, lookup(tr, "a.test").ctl.(*Gentle).Enabled())
+				assert.Equal(t, tt.throttled, lookup(tr, "a.test").controller(AdaptiveDefault).(*Gentle).Enabled())
 			})
 		})
 	}
@@ -112,7 +112,7 @@ func TestEveryAttemptFeedsTheController(t *testing.T) {
 		}).transport(&calls)
 		tr := New(next, WithAdaptive(AdaptiveCubic), WithBackoff(0, 0))
 		assert.Equal(t, 200, get(t, tr, "http://a.test/"))
-		c := lookup(tr, "a.test").ctl.(*Cubic)
+		c := lookup(tr, "a.test").controller(AdaptiveCubic).(*Cubic)
 		assert.Equal(t, int32(4), c.responses.count, "four attempts, four updates, all in one measurement bucket")
 	})
 }
@@ -135,7 +135,7 @@ func TestBucketFollowsTheController(t *testing.T) {
 		}
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		get(t, tr, "http://a.test/") // the 429
-		require.True(t, lookup(tr, "a.test").ctl.(*Gentle).Enabled())
+		require.True(t, lookup(tr, "a.test").controller(AdaptiveDefault).(*Gentle).Enabled())
 		start = time.Now()
 		for range 45 {
 			get(t, tr, "http://a.test/")
@@ -155,11 +155,11 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 		ceiling, cap := tr.keys.ceiling()
 		for range 1000 { // the server accepts 1000 a second
 			time.Sleep(time.Millisecond)
-			ks.observe(time.Now(), false, 0, ceiling, cap)
+			ks.observe(AdaptiveDefault, time.Now(), false, 0, ceiling, cap)
 		}
-		ks.observe(time.Now(), true, 0, ceiling, cap)
-		require.True(t, ks.ctl.(*Gentle).Enabled())
-		assert.InDelta(t, 900, ks.ctl.(*Gentle).Rate(), 10, "the controller's rate")
+		ks.observe(AdaptiveDefault, time.Now(), true, 0, ceiling, cap)
+		require.True(t, ks.controller(AdaptiveDefault).(*Gentle).Enabled())
+		assert.InDelta(t, 900, ks.controller(AdaptiveDefault).(*Gentle).Rate(), 10, "the controller's rate")
 		ks.mu.Lock()
 		defer ks.mu.Unlock()
 		assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
@@ -218,7 +218,7 @@ func mustGet(t *testing.T, url string) *http.Request {
 
 // observe feeds ks an outcome at the present, under no ceiling.
 func observe(ks *keyState, throttled bool) {
-	ks.observe(time.Now(), throttled, 0, rate.Inf, math.MaxInt32)
+	ks.observe(AdaptiveDefault, time.Now(), throttled, 0, rate.Inf, math.MaxInt32)
 }
 
 func lookup(tr *Transport, key string) *keyState {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 // BenchmarkRoundTripParallel is BenchmarkRoundTrip from many goroutines,
-// over 64 keys.
+// over 1024 keys, each goroutine starting at a key of its own. Run it with
+// -cpu 1,2 to see how it scales.
 func BenchmarkRoundTripParallel(b *testing.B) {
 	next := okNext()
 	cases := []struct {
@@ -62,15 +64,16 @@ func BenchmarkRoundTripParallel(b *testing.B) {
 		{"polite", polite.New(next)},
 		{"polite-rate", polite.New(next, polite.WithRate(1e12, 1<<30))},
 	}
-	reqs := make([]*http.Request, 64)
+	reqs := make([]*http.Request, 1024)
 	for i := range reqs {
 		reqs[i], _ = http.NewRequest(http.MethodGet, "http://host"+strconv.Itoa(i)+".test/", nil)
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
+			var start atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				i := 0
+				i := int(start.Add(397)) // goroutines spread over the keys
 				for pb.Next() {
 					resp, err := c.rt.RoundTrip(reqs[i%len(reqs)])
 					if err != nil {

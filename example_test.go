@@ -196,3 +196,56 @@ func ExampleParseSignals() {
 	fmt.Printf("%s: %.0f of %.0f left, renewed in %v\n", s.Quota.Policy, s.Quota.Remaining, s.Quota.Limit, s.Quota.Reset.Sub(now))
 	// Output: burst: 40 of 100 left, renewed in 30s
 }
+
+// A crawler's Transport: each host's robots.txt read for its Crawl-delay
+// (randomized 0.5× to 1.5×), at most two requests in flight per host, at
+// most 100 requests a second over all hosts, and the state of hosts idle
+// for 5 minutes forgotten.
+func ExampleWithCrawlDelay() {
+	site := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		body := "<html>a page</html>"
+		if req.URL.Path == "/robots.txt" {
+			body = "User-agent: *\nCrawl-delay: 2\n"
+		}
+		return respond(req, http.StatusOK, io.NopCloser(strings.NewReader(body))), nil
+	})
+	client := &http.Client{Transport: polite.New(site,
+		polite.WithCrawlDelay(true),
+		polite.WithSpacingJitter(0.5),
+		polite.WithMaxInFlight(2),
+		polite.WithGlobalRate(100, 10),
+		polite.WithIdleTimeout(5*time.Minute),
+	)}
+	req, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
+	req.Header.Set("User-Agent", "ExampleBot/1.0 (+https://example.com/bot)")
+	resp, err := client.Do(req) // reads robots.txt first; the next request to example.com waits 1 to 3 s
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output: 200 OK
+}
+
+// Under WithCrawlDelay, a host whose robots.txt is unreachable is off
+// limits (RFC 9309): nothing is sent to it.
+func ExampleRobotsError() {
+	site := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/robots.txt" {
+			return respond(req, http.StatusServiceUnavailable, http.NoBody), nil
+		}
+		panic("a page was requested")
+	})
+	tr := polite.New(site, polite.WithCrawlDelay(true))
+	req, _ := http.NewRequest(http.MethodGet, "http://down.example/page", nil)
+	_, err := tr.RoundTrip(req)
+	var re *polite.RobotsError
+	if errors.As(err, &re) {
+		fmt.Println(re.Host, re.StatusCode, errors.Is(err, polite.ErrRobotsUnreachable))
+	}
+	fmt.Println(err)
+	// Output:
+	// down.example 503 true
+	// polite: robots.txt of down.example unreachable (status 503), host off limits
+}

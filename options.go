@@ -269,10 +269,14 @@ func WithSpacingJitter(f float64) Option {
 // WithIdleTimeout sets how long a key's state (its bucket, controller,
 // queue and what its server said) is kept after its last use. A key idle
 // that long is forgotten within one to two timeouts, lazily, by the calls
-// that follow (polite starts no goroutine); a key whose server asked for a
-// pause, or whose quota is spent until a reset, is kept until then. A
-// forgotten key starts afresh when it is used again. Memory is thus bounded
-// by the keys used within the last two timeouts: about 300 bytes a key.
+// that follow (polite starts no goroutine). A key is kept while forgetting
+// it would lose something: a pause its server asked for or a quota spent
+// until a reset (until then), requests in flight or waiting, a bucket not
+// yet refilled, a Crawl-delay not yet over. A forgotten key starts afresh
+// when it is used again. Memory is thus bounded by the keys used within
+// the last two timeouts: about 250 bytes a key with the defaults, 330 with
+// WithRate, and more with WithMaxInFlight and WithCrawlDelay (see the
+// README's figures).
 //
 // Default: 10 minutes. d below a millisecond is treated as a millisecond.
 func WithIdleTimeout(d time.Duration) Option {

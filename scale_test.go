@@ -76,6 +76,7 @@ func BenchmarkKeys(b *testing.B) {
 	}{
 		{"default", nil},
 		{"rate", []polite.Option{polite.WithRate(1e12, 1<<30)}},
+		{"rate-inflight", []polite.Option{polite.WithRate(1e12, 1<<30), polite.WithMaxInFlight(4)}},
 		{"crawler", []polite.Option{polite.WithRate(1e12, 1<<30), polite.WithMaxInFlight(4), polite.WithCrawlDelay(true)}},
 	}
 	for _, c := range cases {

@@ -126,10 +126,33 @@
 // a nil error; every response that polite discards is drained (at most 4
 // KiB) and closed. An error is returned only when no response was
 // obtained: the last transport error, the context's cause, a
-// [*ThrottledError] (matching [ErrThrottled]) when a wait was refused, or
-// an error matching both [ErrRetryBudgetExhausted] and the transport error
-// when the budget stopped a retry. [http.Client] wraps these in a
+// [*ThrottledError] (matching [ErrThrottled]) when a wait was refused, a
+// [*RobotsError] (matching [ErrRobotsUnreachable]) for a host off limits
+// under [WithCrawlDelay], or an error matching both
+// [ErrRetryBudgetExhausted] and the transport error when the budget
+// stopped a retry. [http.Client] wraps these in a
 // *url.Error; [errors.Is] and [errors.As] see through it.
+//
+// # Crawling
+//
+// A Transport keeps state only for the keys it has seen lately, so that a
+// crawler can send to millions of hosts: a key idle for [WithIdleTimeout]
+// (10 minutes by default) is forgotten within one to two timeouts, lazily,
+// by the calls to other keys; no goroutine sweeps. A key is kept while
+// forgetting it would lose something: a pause its server asked for, a
+// quota spent until its reset, requests in flight or waiting, a bucket
+// not yet refilled, a Crawl-delay not yet over. A live key costs about 250
+// bytes with the defaults, 330 with [WithRate]. The keys are spread over
+// 64 independently locked shards, so that calls to different hosts seldom
+// wait for one another.
+//
+// Crawlers also want, per host: a cap on requests in flight
+// ([WithMaxInFlight]), the Crawl-delay of its robots.txt
+// ([WithCrawlDelay], randomized by [WithSpacingJitter]), and, over all
+// hosts, a rate no crawl exceeds ([WithGlobalRate]). Under WithCrawlDelay
+// a host whose robots.txt is unreachable is off limits, as RFC 9309 asks:
+// requests to it fail with a [*RobotsError] (matching
+// [ErrRobotsUnreachable]).
 //
 // # Concurrency
 //

@@ -191,10 +191,10 @@ func TestWindowCountsTheLastSecond(t *testing.T) {
 		w.add(at(time.Duration(i) * 100 * time.Millisecond).UnixNano()) // 10 a second for 3s
 	}
 	assert.InDelta(t, 10, w.sum(at(3*time.Second).UnixNano()), 1e-9)
-	// Between quarter seconds, the oldest slot counts for the share of it
-	// the second still covers.
-	assert.InDelta(t, 9.4, w.sum(at(3050*time.Millisecond).UnixNano()), 1e-9)
-	assert.InDelta(t, 10.4, w.sum(at(2950*time.Millisecond).UnixNano()), 1e-9)
+	// Between tenths of a second, the oldest slot counts for the share of
+	// it the second still covers.
+	assert.InDelta(t, 9.5, w.sum(at(3050*time.Millisecond).UnixNano()), 1e-9)
+	assert.InDelta(t, 10.5, w.sum(at(2950*time.Millisecond).UnixNano()), 1e-9)
 	assert.Zero(t, w.sum(at(10*time.Second).UnixNano()), "old slots do not count")
 }
 
@@ -219,4 +219,110 @@ func TestAIMD(t *testing.T) {
 		a.Update(at(12*time.Second+time.Duration(i)*time.Second), true)
 	}
 	assert.Equal(t, cubicMinFillRate, a.Rate(), "never below 0.5/s")
+}
+
+// Throttled within the first second, what the server accepted so far is
+// only a floor (it may accept that much every fraction of a second):
+// Gentle probes from it at once, doubling every second.
+func TestGentleProbesFromAFloorAtTheStart(t *testing.T) {
+	g := NewGentle(epoch)
+	feed(g, 0, 2*time.Millisecond, 5) // a bucket of 5, emptied at once
+	g.UpdateThrottled(at(3*time.Millisecond), time.Second)
+	require.True(t, g.Enabled())
+	assert.InDelta(t, 5, g.Limit(), 1e-9, "the floor")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	crept := gentleHold * 5 * (1 + gentleCreep*gentleCreepFor)
+	assert.InDelta(t, crept, g.curve(at(3*time.Millisecond)), 1e-9, "the probe's fast phase, from the floor")
+	assert.InDelta(t, 4*crept, g.curve(at(2*time.Second+3*time.Millisecond)), 1e-9)
+}
+
+// What the server accepts at once when a pause ends is what it saved
+// during the pause: the rate it shows only if its bucket holds a pause's
+// worth. Gentle takes it as a floor and probes from it, where a bucket
+// that kept accepting for the following second would have measured the
+// limit (TestGentleMeasuresTheLimitAfterAPause).
+func TestGentleReadsABurstAfterAPauseAsAFloor(t *testing.T) {
+	g := NewGentle(epoch)
+	feed(g, 0, 5*time.Second, 500)
+	g.UpdateThrottled(at(5*time.Second), time.Second)
+	feed(g, 6*time.Second, 6*time.Second+5*time.Millisecond, 5) // a bucket of 5
+	g.UpdateThrottled(at(6*time.Second+10*time.Millisecond), time.Second)
+	w := g.Limit()
+	assert.InDelta(t, 5/1.01, w, 1e-9)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.InDelta(t, 2*gentleHold*w*(1+gentleCreep*gentleCreepFor), g.curve(at(7*time.Second+10*time.Millisecond)), 1e-9,
+		"a second later, the rate has doubled")
+}
+
+// run drives g against a server that accepts up to limit(now) requests a
+// second and throttles a client above it, asking for a pause (none if 0),
+// from start for d, the client sending at g's rate. It returns the
+// instants of the congestion events.
+func run(g *Gentle, start, d time.Duration, limit func(time.Duration) float64, pause time.Duration) []time.Duration {
+	var events []time.Duration
+	for now := start; now < start+d; {
+		rate := g.Rate()
+		if rate > limit(now) {
+			g.observe(at(now), true, pause)
+			events = append(events, now)
+			now += max(pause, gentleCooldown)
+			continue
+		}
+		g.observe(at(now), false, 0)
+		now += time.Duration(float64(time.Second) / rate)
+	}
+	return events
+}
+
+func gaps(events []time.Duration) []float64 {
+	var gaps []float64
+	for i := 1; i < len(events); i++ {
+		gaps = append(gaps, (events[i] - events[i-1]).Seconds())
+	}
+	return gaps
+}
+
+// A probe that costs a pause and finds nothing new makes the next one
+// wait twice as long, up to 16 s; a probe that finds the limit risen
+// brings the wait back to 2 s. Probes that cost no pause come after a hold
+// of 1 s.
+func TestGentlePatience(t *testing.T) {
+	g := NewGentle(epoch)
+	feed(g, 0, 5*time.Second, 500)
+	g.UpdateThrottled(at(5*time.Second), time.Second) // W = 100, the true limit
+	flat := func(time.Duration) float64 { return 100 }
+	events := append([]time.Duration{5 * time.Second}, run(g, 5*time.Second, 80*time.Second, flat, time.Second)...)
+	// From one event to the next: the climb (2 s), the hold, and the
+	// creep until it passes the limit (1/0.98 = 1 + 0.06·t: 0.34 s).
+	creep := (1/gentleHold - 1) / gentleCreep
+	want := []float64{2, 4, 8, 16, 16}
+	require.GreaterOrEqual(t, len(events), len(want)+1, "events at %v", events)
+	for i, hold := range want {
+		assert.InDelta(t, gentleClimb+hold+creep, gaps(events)[i], 0.05, "probe %d", i+1)
+	}
+
+	risen := func(now time.Duration) float64 {
+		if now > events[len(events)-1]+time.Second {
+			return 200
+		}
+		return 100
+	}
+	last := events[len(events)-1]
+	more := run(g, last+time.Second, 60*time.Second, risen, time.Second)
+	require.GreaterOrEqual(t, len(more), 2)
+	assert.Greater(t, g.Limit(), 190.0, "the probes found the limit risen")
+	// The probe that found the limit risen (after a hold of 16 s) brought
+	// the hold back to 2 s: the next probe passes the creep (2 s) and
+	// doubles from there.
+	assert.Greater(t, more[0]-last, 16*time.Second)
+	assert.Less(t, gaps(more)[0], gentleClimb+gentleWait+gentleCreepFor+1)
+
+	g = NewGentle(epoch)
+	feed(g, 0, 5*time.Second, 500)
+	g.Update(at(5*time.Second), true)
+	events = run(g, 5*time.Second, 30*time.Second, flat, 0)
+	gs := gaps(events)
+	assert.InDelta(t, gentleClimb+1+creep, gs[len(gs)-1], 0.05, "no pause: a hold of 1 s")
 }

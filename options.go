@@ -3,6 +3,7 @@ package polite
 import (
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type config struct {
 	globalBurst   int
 	crawlDelay    bool
 	spacingJitter float64
+	random        func() float64 // uniform in [0, 1): the jitter of backoff and spacing
 	logger        *slog.Logger
 	hooks         Hooks
 }
@@ -53,6 +55,7 @@ func defaultConfig() config {
 		backoffMax:    DefaultBackoffMax,
 		maxRetryAfter: DefaultMaxRetryAfter,
 		idle:          DefaultIdleTimeout,
+		random:        rand.Float64,
 	}
 }
 

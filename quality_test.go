@@ -51,11 +51,15 @@ func retryAfter(v string) []string {
 // gcra is a token bucket as the generic cell rate algorithm: the limit per
 // second, a burst of one second's worth, and 429 with Retry-After in whole
 // seconds (RFC 9110 allows no fraction), rounded up.
-type gcra struct{ tat time.Time }
+type gcra struct {
+	tat   time.Time
+	burst float64 // the bucket's size; one second's worth if 0
+}
 
 func (g *gcra) allow(now time.Time, limit float64) (bool, int, []string) {
 	interval := time.Duration(float64(time.Second) / limit)
-	tolerance := time.Duration(math.Max(limit-1, 0)) * interval
+	burst := cmp.Or(g.burst, limit)
+	tolerance := time.Duration(math.Max(burst-1, 0)) * interval
 	if g.tat.IsZero() {
 		g.tat = now
 	}
@@ -232,6 +236,7 @@ type scenario struct {
 	workers  int           // closed-loop workers; 16 if 0
 	latency  time.Duration // round trip of every request; 20ms if 0
 	headers  bool          // the server tells its quota in headers
+	floor    float64       // the default's utilization, asserted in the variants; 0.9 or Cubic's if 0
 }
 
 // result is what one client achieved in one scenario.
@@ -246,7 +251,10 @@ type result struct {
 	attempts    int
 }
 
-func (sc scenario) run(t *testing.T, client string) result {
+// run runs the scenario through the client; seed makes the jitter of
+// polite's clients (their backoff) a fixed sequence, so that a run is the
+// same every time.
+func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 	var r result
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -259,13 +267,13 @@ func (sc scenario) run(t *testing.T, client string) result {
 		case "oracle":
 			rt = &oracle{server: srv, limiter: rate.NewLimiter(rate.Limit(sc.schedule[0].limit), 1), current: sc.schedule[0].limit}
 		case "retry-only":
-			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveOff))
+			rt = polite.New(srv, polite.WithSeed(seed), polite.WithAdaptive(polite.AdaptiveOff))
 		case "aws-cubic":
-			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveCubic))
+			rt = polite.New(srv, polite.WithSeed(seed), polite.WithAdaptive(polite.AdaptiveCubic))
 		case "aimd":
-			rt = polite.New(srv, polite.WithAdaptive(polite.AdaptiveAIMD))
+			rt = polite.New(srv, polite.WithSeed(seed), polite.WithAdaptive(polite.AdaptiveAIMD))
 		case "default":
-			rt = polite.New(srv)
+			rt = polite.New(srv, polite.WithSeed(seed))
 		}
 		var mu sync.Mutex
 		var latencies []time.Duration
@@ -398,7 +406,21 @@ var qualityVariants = []scenario{
 		schedule: []step{{0, 1000}}, length: 30 * time.Second, steady: 10 * time.Second, workers: 64},
 	{name: "token bucket, L 100, 2 workers (client-bound)", limiter: func() limiter { return &gcra{} },
 		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, workers: 2},
+	// A token bucket whose burst is far less than what it refills during
+	// its Retry-After (nginx's limit_req with a small burst): it saves
+	// little of a pause, and what a client gets through at once as a pause
+	// ends shows its burst, not its rate. The first ten or five seconds
+	// show how fast the limit is learnt.
+	{name: "token bucket, L 100, bursts of 5", limiter: func() limiter { return &gcra{burst: 5} },
+		schedule: []step{{0, 100}}, length: 60 * time.Second, steady: 10 * time.Second, floor: 0.85},
+	{name: "token bucket, L 100, bursts of 5, first 10 s", limiter: func() limiter { return &gcra{burst: 5} },
+		schedule: []step{{0, 100}}, length: 10 * time.Second, floor: 0.5},
+	{name: "token bucket, L 20, bursts of 5, 4 workers, first 5 s", limiter: func() limiter { return &gcra{burst: 5} },
+		schedule: []step{{0, 20}}, length: 5 * time.Second, workers: 4, floor: 0.55},
 }
+
+// qualitySeed is the seed of the runs in the tables.
+const qualitySeed = 1
 
 var qualityClients = []string{"oracle", "retry-only", "aws-cubic", "aimd", "default"}
 
@@ -412,7 +434,7 @@ func TestControlQuality(t *testing.T) {
 	results := make([][]result, len(qualityScenarios))
 	for i, sc := range qualityScenarios {
 		for _, c := range qualityClients {
-			results[i] = append(results[i], sc.run(t, c))
+			results[i] = append(results[i], sc.run(t, c, qualitySeed))
 		}
 	}
 	t.Log("\n" + qualityTable(qualityScenarios, results))
@@ -445,40 +467,71 @@ func TestControlQuality(t *testing.T) {
 		// more rejections than it, or than 1% in steady state (2% when the
 		// run holds a drop of the limit and its transient).
 		assert.Greater(t, def.utilization, cubic.utilization, "%s: default vs aws-cubic utilization", sc.name)
-		bound := 0.01
-		if len(sc.schedule) > 1 {
-			bound = 0.02
-		}
+		_, bound := sc.floors()
 		assert.LessOrEqual(t, def.rejected, max(cubic.rejected, bound), "%s: default vs aws-cubic rejections", sc.name)
-		switch {
-		case len(sc.schedule) > 1:
-			assert.GreaterOrEqual(t, def.utilization, 0.85, sc.name)
-			assert.LessOrEqual(t, def.converge[0], 5*time.Second, "%s: settled after the drop", sc.name)
-			assert.LessOrEqual(t, def.converge[1], 10*time.Second, "%s: 90%% of the new limit after the rise", sc.name)
-		case strings.HasPrefix(sc.name, "sliding"):
-			// Each probe costs the second of pause that Retry-After: 1
-			// asks for (see README.md): the 95% goal is out of reach here.
-			assert.GreaterOrEqual(t, def.utilization, 0.70, sc.name)
-		default:
-			assert.GreaterOrEqual(t, def.utilization, 0.95, sc.name)
-			assert.LessOrEqual(t, def.rejected, 0.01, sc.name)
-		}
+		sc.assertFloors(t, def)
 	}
 }
 
-// TestControlQualityVariants checks the default controller against Cubic
-// away from the suite's operating point.
+// floors returns the least utilization and the most rejections the suite
+// accepts of the default controller on the scenario.
+func (sc scenario) floors() (utilization, rejected float64) {
+	switch {
+	case len(sc.schedule) > 1:
+		return 0.85, 0.02
+	case strings.HasPrefix(sc.name, "sliding"):
+		// Each probe costs the second of pause that Retry-After: 1 asks
+		// for (see README.md): the 95% goal is out of reach here.
+		return 0.88, 0.01
+	}
+	return 0.95, 0.01
+}
+
+// assertFloors asserts the floors of the scenario on a run of the default
+// controller, and the goals after changes of the limit.
+func (sc scenario) assertFloors(t *testing.T, r result) {
+	t.Helper()
+	utilization, rejected := sc.floors()
+	assert.GreaterOrEqual(t, r.utilization, utilization, sc.name)
+	assert.LessOrEqual(t, r.rejected, rejected, sc.name)
+	if len(sc.schedule) > 1 {
+		assert.LessOrEqual(t, r.converge[0], 5*time.Second, "%s: settled after the drop", sc.name)
+		assert.LessOrEqual(t, r.converge[1], 10*time.Second, "%s: 90%% of the new limit after the rise", sc.name)
+	}
+}
+
+// TestControlQualityAcrossSeeds runs the default controller through the
+// suite's scenarios with ten seeds of its backoff jitter, and asserts the
+// floors on every run: the figures of the table are not a lucky draw.
+// (Only servers that refuse without Retry-After make runs differ: the
+// pause they ask for sets the delay of a retry otherwise.)
+func TestControlQualityAcrossSeeds(t *testing.T) {
+	for _, sc := range qualityScenarios {
+		if sc.headers || sc.name == "full outage, 503" {
+			continue
+		}
+		var lines []string
+		for seed := uint64(1); seed <= 10; seed++ {
+			r := sc.run(t, "default", seed)
+			sc.assertFloors(t, r)
+			lines = append(lines, fmt.Sprintf("%.1f%% %.2f%% %v", 100*r.utilization, 100*r.rejected, r.converge))
+		}
+		t.Logf("%s, seeds 1 to 10: %s", sc.name, strings.Join(lines, "; "))
+	}
+}
+
 func TestControlQualityVariants(t *testing.T) {
 	results := make([][]result, len(qualityVariants))
 	for i, sc := range qualityVariants {
 		for _, c := range []string{"aws-cubic", "default"} {
-			results[i] = append(results[i], sc.run(t, c))
+			results[i] = append(results[i], sc.run(t, c, qualitySeed))
 		}
 	}
 	t.Log("\n" + qualityTable(qualityVariants, results))
 	for i, sc := range qualityVariants {
 		cubic, def := results[i][0], results[i][1]
-		assert.GreaterOrEqual(t, def.utilization, min(0.9, cubic.utilization), sc.name)
+		assert.GreaterOrEqual(t, def.utilization, cmp.Or(sc.floor, min(0.9, cubic.utilization)), sc.name)
+		assert.GreaterOrEqual(t, def.utilization, cubic.utilization, sc.name)
 		assert.LessOrEqual(t, def.rejected, max(0.05, cubic.rejected), sc.name)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -113,7 +112,7 @@ func (c *call) spaceRobots() error {
 	slot := max(e.next, now.UnixNano())
 	gap := e.delay
 	if f := c.t.cfg.spacingJitter; f > 0 {
-		gap = time.Duration(float64(gap) * (1 - f + 2*f*rand.Float64()))
+		gap = time.Duration(float64(gap) * (1 - f + 2*f*c.t.cfg.random()))
 	}
 	e.next = slot + int64(gap)
 	e.mu.Unlock()

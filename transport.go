@@ -165,7 +165,6 @@ import (
 	"context"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -463,7 +462,7 @@ func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 	if c.sched == nil {
 		c.sched = newSchedule(cfg.backoffBase, cfg.backoffMax)
 	}
-	delay := max(c.sched.next(rand.Float64()), f.retryAfter)
+	delay := max(c.sched.next(cfg.random()), f.retryAfter)
 	// The next attempt also waits for its key's pause and bucket: count
 	// them, so that a retry that cannot be sent in time is not started.
 	earliest := delay

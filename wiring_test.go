@@ -140,31 +140,37 @@ func TestBucketFollowsTheController(t *testing.T) {
 		for range 45 {
 			get(t, tr, "http://a.test/")
 		}
-		// Gentle sends at 0.9 of the 100/s it saw accepted, climbing: 45
-		// requests, 9 of them at once (a tenth of a second of the rate),
-		// take about 0.4s. Unpaced they would take none.
-		assert.InDelta(t, 0.4, time.Since(start).Seconds(), 0.05)
+		// Gentle sends at 0.9 of the 100/s it saw accepted, climbing to
+		// 0.98 of it in 2 s, one request at a time: the first at once, the
+		// other 44 in T seconds with 90·T + 6·T² ≈ 44, T ≈ 0.476. Unpaced
+		// they would take none.
+		assert.InDelta(t, 0.476, time.Since(start).Seconds(), 0.01)
 	})
 }
 
-// A WithRate rate is a ceiling the controller never lifts.
+// A WithRate rate and burst are a ceiling the controller never lifts.
 func TestWithRateIsACeilingForTheController(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := New(nil, WithRate(20, 2))
-		ks := lookup(tr, "a.test")
-		ceiling, cap := tr.keys.ceiling()
-		for range 1000 { // the server accepts 1000 a second
-			time.Sleep(time.Millisecond)
-			ks.observe(AdaptiveDefault, time.Now(), false, 0, ceiling, cap)
-		}
-		ks.observe(AdaptiveDefault, time.Now(), true, 0, ceiling, cap)
-		require.True(t, ks.controller(AdaptiveDefault).(*Gentle).Enabled())
-		assert.InDelta(t, 900, ks.controller(AdaptiveDefault).(*Gentle).Rate(), 10, "the controller's rate")
-		ks.mu.Lock()
-		defer ks.mu.Unlock()
-		assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
-		assert.Equal(t, int32(2), ks.burst)
-	})
+	for _, mode := range []AdaptiveMode{AdaptiveDefault, AdaptiveCubic} {
+		t.Run(mode.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := New(nil, WithRate(20, 2), WithAdaptive(mode))
+				ks := lookup(tr, "a.test")
+				ceiling, cap := tr.keys.ceiling()
+				for range 1000 { // the server accepts 1000 a second
+					time.Sleep(time.Millisecond)
+					ks.observe(mode, time.Now(), false, 0, ceiling, cap)
+				}
+				ks.observe(mode, time.Now(), true, 0, ceiling, cap)
+				rate, burst, enabled := ks.controller(mode).observe(time.Now(), false, 0)
+				require.True(t, enabled)
+				assert.Greater(t, rate, 500.0, "the controller's rate")
+				ks.mu.Lock()
+				defer ks.mu.Unlock()
+				assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
+				assert.Equal(t, int32(min(burst, 2)), ks.burst, "the bucket's burst: the controller's, at most 2")
+			})
+		})
+	}
 }
 
 // A change of the rate reaches the calls already waiting: the head of the

@@ -5,7 +5,7 @@
 //   - api: a token bucket of 20 requests a second (bursts of 5); the rest
 //     get 429 with Retry-After: 1;
 //   - blog: robots.txt asks for a Crawl-delay of 0.1 s; requests closer
-//     than 0.05 s to the one before get 429;
+//     than 0.04 s to the one before get 429;
 //   - shop: 10 requests per one-second window, announced in X-RateLimit-*
 //     headers; the rest get 429;
 //   - forum: at most 2 requests at once (each takes 20 ms); the rest get
@@ -102,7 +102,7 @@ func sites() []*site {
 				mu.Lock()
 				defer mu.Unlock()
 				now := time.Now()
-				ok := now.Sub(last) >= 50*time.Millisecond
+				ok := now.Sub(last) >= 40*time.Millisecond
 				last = now
 				if !ok {
 					return tooMany(w, "")

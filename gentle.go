@@ -110,8 +110,8 @@ type Gentle struct {
 	from      float64 // the rate right after the last event
 	held      float64 // a rate that held, below which W does not fall; 0 if the limit fell
 	accepted  int32   // successful responses since the last event
-	refused   int32   // throttles since the last success
 	pausedFor int32   // milliseconds of the longest pause the server asked for at or since the last event
+	refused   int16   // throttles since the last success, up to 32767
 	enabled   bool
 	probed    bool   // the last event ended a probe
 	fast      bool   // and came in its fast phase, after the creep held
@@ -159,7 +159,7 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 		}
 		return g.state()
 	}
-	g.refused++
+	g.refused = min(g.refused+1, math.MaxInt16)
 	g.pausedFor = max(g.pausedFor, millis32(pause))
 	n := now.UnixNano()
 	since := nanosToSeconds(n - g.event)

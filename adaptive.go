@@ -10,9 +10,10 @@ import (
 // Cubic, AIMD and Gentle implement it.
 type controller interface {
 	// observe feeds the outcome of one attempt that ended at now, with the
-	// pause the server asked for if it throttled, and returns the rate to send at (requests per second), how many requests
-	// the key's bucket may hold, and whether they apply: controllers limit
-	// nothing until the server first throttles.
+	// pause the server asked for if it throttled, and returns the rate to
+	// send at (requests per second), how many requests the key's bucket may
+	// hold, and whether they apply: controllers limit nothing until the
+	// server first throttles.
 	observe(now time.Time, throttled bool, pause time.Duration) (perSecond float64, burst int, enabled bool)
 }
 

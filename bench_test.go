@@ -34,6 +34,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"bare", next},
 		{"polite", polite.New(next)},
 		{"polite-rate", polite.New(next, polite.WithRate(1e12, 1<<30))},
+		{"polite-crawler", polite.New(next, polite.WithRate(1e12, 1<<30), polite.WithMaxInFlight(4),
+			polite.WithGlobalRate(1e12, 1<<30), polite.WithCrawlDelay(true))},
 		{"retryablehttp", &retryablehttp.RoundTripper{Client: rh}},
 	}
 	for _, c := range cases {

@@ -146,15 +146,8 @@ type waiter struct {
 	wake chan struct{}
 }
 
-// pauseLeft returns how long the key stays paused after now, the present;
-// 0 if it is not. A pause that is over is forgotten.
-func (ks *keyState) pauseLeft(now time.Time) time.Duration {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return ks.pauseNowLocked(now)
-}
-
-// pauseLeftLocked is pauseLeft; it requires ks.mu held.
+// pauseLeftLocked returns how long the key stays paused after now; 0 if
+// it is not. It requires ks.mu held.
 func (ks *keyState) pauseLeftLocked(now time.Time) time.Duration {
 	if ks.extra == nil || ks.extra.pausedUntil == 0 {
 		return 0
@@ -183,8 +176,8 @@ func (ks *keyState) pause(until time.Time) {
 	ks.mu.Unlock()
 }
 
-// waiting returns the number of calls queued for a token. It requires ks.mu
-// held.
+// waitingLocked returns the number of calls queued for a token. It
+// requires ks.mu held.
 func (ks *keyState) waitingLocked() int {
 	if ks.extra == nil || ks.extra.queue == nil {
 		return 0
@@ -192,8 +185,8 @@ func (ks *keyState) waitingLocked() int {
 	return ks.extra.queue.Len()
 }
 
-// turnWait returns how long after at the n-th call in line would get its
-// token, if no call gave up meanwhile. It requires ks.mu held.
+// turnWaitLocked returns how long after at the n-th call in line would get
+// its token, if no call gave up meanwhile. It requires ks.mu held.
 func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
 	if ks.limiter == nil || ks.limit == rate.Inf {
 		return 0
@@ -352,17 +345,11 @@ func (c *call) admitQuota() error {
 		now := time.Now()
 		wait, spent, took := q.reserve(now)
 		if wait > 0 {
-			if err := c.refuse(wait, now, spent); err != nil {
-				if took {
-					q.release()
-				}
-				return err
+			giveBack := func() {}
+			if took {
+				giveBack = q.release
 			}
-			c.waiting(wait, spent)
-			if err := sleep(c.ctx, wait); err != nil {
-				if took {
-					q.release()
-				}
+			if err := c.waitFor(wait, now, spent, giveBack); err != nil {
 				return err
 			}
 			if spent {
@@ -373,6 +360,23 @@ func (c *call) admitQuota() error {
 		c.quota = q
 		return nil
 	}
+}
+
+// waitFor waits wait, from now, for a place the call has taken (giveBack
+// returns it): it refuses at once a wait that cannot end in time, and gives
+// the place back if it refuses or the caller gives up. server reports a
+// wait the server asked for.
+func (c *call) waitFor(wait time.Duration, now time.Time, server bool, giveBack func()) error {
+	if err := c.refuse(wait, now, server); err != nil {
+		giveBack()
+		return err
+	}
+	c.waiting(wait, server)
+	if err := sleep(c.ctx, wait); err != nil {
+		giveBack()
+		return err
+	}
+	return nil
 }
 
 // waitTurn queues the call for a token of ks and returns when it has one.

@@ -104,11 +104,9 @@ func TestMaxInFlightWithRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(503), status(503), status(200))
 		tr := polite.New(next, polite.WithMaxInFlight(1), polite.WithBackoff(0, 0))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		assert.Equal(t, 3, next.calls())
-		resp, err = get(t, t.Context(), tr, "http://a.test/")
+		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err, "no place leaked")
 		readBody(t, resp)
 	})
@@ -119,9 +117,7 @@ func TestGlobalRateOnTopOfKeys(t *testing.T) {
 		tr := polite.New(newStub(status(200)), polite.WithGlobalRate(2, 1))
 		start := time.Now()
 		for _, host := range []string{"a.test", "b.test", "c.test", "d.test"} {
-			resp, err := get(t, t.Context(), tr, "http://"+host+"/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://"+host+"/")
 		}
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start), "2 a second, whatever the host")
 
@@ -129,20 +125,16 @@ func TestGlobalRateOnTopOfKeys(t *testing.T) {
 		tr = polite.New(newStub(status(200)), polite.WithGlobalRate(10, 1), polite.WithRate(1, 1))
 		start = time.Now()
 		for range 2 {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 		}
 		assert.Equal(t, time.Second, time.Since(start))
 
 		// A global wait past the deadline is refused at once.
 		tr = polite.New(newStub(status(200)), polite.WithGlobalRate(0.5, 1))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		_, err = get(t, ctx, tr, "http://b.test/")
+		_, err := get(t, ctx, tr, "http://b.test/")
 		var te *polite.ThrottledError
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, 2*time.Second, te.Wait)

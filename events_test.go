@@ -43,9 +43,7 @@ func TestHooksReportRetriesAndThrottling(t *testing.T) {
 		var rec recorder
 		next := newStub(status(429, "Retry-After", "2"), fail(timeoutError{}), status(503), status(200))
 		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithHooks(rec.hooks()), polite.WithAdaptive(polite.AdaptiveOff))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		assert.Equal(t, []string{
 			"throttled a.test attempt=1 reason=status 429 delay=0s retry_after=2s budget=500 server=no",
 			"retry a.test attempt=1 reason=status 429 delay=2s retry_after=2s budget=495 server=no",
@@ -61,9 +59,7 @@ func TestHooksReportWaitsAndRefusals(t *testing.T) {
 		next := newStub(status(200), status(503, "Retry-After", "5"), status(200))
 		tr := polite.New(next, polite.WithRate(1, 1), polite.WithMaxAttempts(1), polite.WithHooks(rec.hooks()), polite.WithAdaptive(polite.AdaptiveOff))
 		for range 3 {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
@@ -94,9 +90,7 @@ func TestHooksMayCallTheTransport(t *testing.T) {
 				}
 			},
 		}))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		assert.Equal(t, 200, inner)
 	})
 }
@@ -115,9 +109,7 @@ func TestLogger(t *testing.T) {
 			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) },
 		}))
 		next := newStub(status(429, "Retry-After", "1"), status(200))
-		resp, err := get(t, t.Context(), polite.New(next, polite.WithLogger(logger), polite.WithBackoff(0, 0)), "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, polite.New(next, polite.WithLogger(logger), polite.WithBackoff(0, 0)), "http://a.test/")
 		assert.Equal(t,
 			`level=INFO msg="polite: server throttled" retry_after=1s key=a.test attempt=1 method=GET status=429`+"\n"+
 				`level=DEBUG msg="polite: retrying" delay=1s retry_after=1s budget=495 key=a.test attempt=1 method=GET status=429`+"\n",
@@ -131,9 +123,7 @@ func TestLoggerLevelIsRespected(t *testing.T) {
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		next := newStub(status(503))
 		tr := polite.New(next, polite.WithLogger(logger), polite.WithBackoff(0, 0), polite.WithRetryBudget(polite.NewRetryBudget(5)))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		assert.Equal(t, 1, strings.Count(buf.String(), "\n"), "only the warning: %s", buf.String())
 		assert.Contains(t, buf.String(), "retry budget exhausted")
 	})

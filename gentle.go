@@ -162,13 +162,10 @@ func (g *Gentle) observe(now time.Time, throttled bool, pause time.Duration) (fl
 	g.refused = min(g.refused+1, math.MaxInt16)
 	g.pausedFor = max(g.pausedFor, millis32(pause))
 	n := now.UnixNano()
-	since := nanosToSeconds(n - g.event)
-	if g.enabled && since < gentleCooldown.Seconds() {
+	if g.enabled && n-g.event < int64(gentleCooldown) {
 		return g.state() // the same congestion event
 	}
-	if g.skip {
-		since += gentleClimb + g.wait() + gentleCreepFor
-	}
+	since := g.phase(n)
 	if !g.enabled && (g.watching == 0 && g.recent.sum(n) == 0 || n-g.watching < int64(gentleCooldown)) {
 		// Throttled before anything succeeded: the limit is unknown. Watch
 		// for a second, as the server's pauses allow, and measure what it
@@ -250,6 +247,18 @@ func (g *Gentle) estimate(now time.Time, since float64) (limit, fall float64, lo
 	return math.Max(limit, g.held/gentleHold), gentleBeta, lower
 }
 
+// phase returns how far into its curve the rate is at n (Unix
+// nanoseconds), in seconds: the time since the last event, or, for a curve
+// that begins at the probe's fast phase, that much past its start. It
+// requires g.mu held.
+func (g *Gentle) phase(n int64) float64 {
+	t := nanosToSeconds(n - g.event)
+	if g.skip {
+		t += gentleClimb + g.wait() + gentleCreepFor
+	}
+	return t
+}
+
 // wait returns how long the rate holds before a probe, in seconds. It
 // requires g.mu held.
 func (g *Gentle) wait() float64 {
@@ -264,7 +273,7 @@ func (g *Gentle) wait() float64 {
 // limit risen. It requires g.mu held, and g.probed set for the event.
 func (g *Gentle) learn(previous, estimate, fall float64, pause time.Duration) {
 	switch {
-	case !g.enabled:
+	case !g.enabled: // the first event: nothing to compare with
 	case fall == gentleFall || estimate < 0.7*previous:
 		g.patience = max(g.patience, 1)
 	case g.probed && estimate > 1.1*previous:
@@ -281,11 +290,7 @@ func (g *Gentle) learn(previous, estimate, fall float64, pause time.Duration) {
 // creep, then a growth that doubles the rate every gentleProbe seconds. It
 // requires g.mu held.
 func (g *Gentle) curve(now time.Time) float64 {
-	t := nanosToSeconds(now.UnixNano() - g.event)
-	wait := g.wait()
-	if g.skip {
-		t += gentleClimb + wait + gentleCreepFor
-	}
+	t, wait := g.phase(now.UnixNano()), g.wait()
 	hold := gentleHold * g.limit
 	switch {
 	case t < gentleClimb:

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,15 +173,10 @@ func (r *reading) take(name string, values []string) bool {
 // takeVendor records OpenAI's X-Ratelimit-{Limit,Remaining,Reset}-{Requests,
 // Tokens} and Anthropic's Anthropic-Ratelimit-{dimension}-{field}.
 func (r *reading) takeVendor(name, v string) bool {
+	fields := []string{"Limit", "Remaining", "Reset"}
 	if rest, ok := strings.CutPrefix(name, "X-Ratelimit-"); ok {
 		field, dim, _ := strings.Cut(rest, "-")
-		f, d := vendorField(field), -1
-		switch dim {
-		case "Requests":
-			d = 0
-		case "Tokens":
-			d = 1
-		}
+		f, d := slices.Index(fields, field), slices.Index([]string{"Requests", "Tokens"}, dim)
 		if f < 0 || d < 0 {
 			return false
 		}
@@ -192,17 +188,7 @@ func (r *reading) takeVendor(name, v string) bool {
 		if i < 0 {
 			return false
 		}
-		f, d := vendorField(rest[i+1:]), -1
-		switch rest[:i] {
-		case "Requests":
-			d = 0
-		case "Tokens":
-			d = 1
-		case "Input-Tokens":
-			d = 2
-		case "Output-Tokens":
-			d = 3
-		}
+		f, d := slices.Index(fields, rest[i+1:]), slices.Index([]string{"Requests", "Tokens", "Input-Tokens", "Output-Tokens"}, rest[:i])
 		if f < 0 || d < 0 {
 			return false
 		}
@@ -210,19 +196,6 @@ func (r *reading) takeVendor(name, v string) bool {
 		return true
 	}
 	return false
-}
-
-// vendorField returns the index of a vendor header's field, or -1.
-func vendorField(field string) int {
-	switch field {
-	case "Limit":
-		return 0
-	case "Remaining":
-		return 1
-	case "Reset":
-		return 2
-	}
-	return -1
 }
 
 // quotas holds the quotas of a response; few responses report more than a
@@ -350,12 +323,8 @@ func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
 			continue
 		}
 		q := Quota{Remaining: remaining, Policy: name}
-		if tv, ok := sfParam(m.params, "t"); ok {
-			if t, ok := sfNumber(tv); ok {
-				if d, ok := seconds(t); ok {
-					q.Reset, q.Slack = now.Add(d), wholeSlack(strings.IndexByte(tv, '.') < 0)
-				}
-			}
+		if d, tv, ok := paramSeconds(m.params, "t"); ok {
+			q.Reset, q.Slack = now.Add(d), wholeSlack(tv)
 		}
 		if pk, ok := sfParam(m.params, "pk"); ok && s.Bucket == "" {
 			s.Bucket = pk
@@ -367,10 +336,8 @@ func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
 			if v, ok := sfParam(p.params, "q"); ok {
 				q.Limit, _ = sfNumber(v)
 			}
-			if v, ok := sfParam(p.params, "w"); ok {
-				if w, ok := sfNumber(v); ok {
-					q.Window, _ = seconds(w)
-				}
+			if w, _, ok := paramSeconds(p.params, "w"); ok {
+				q.Window = w
 			}
 			if v, ok := sfParam(p.params, "qu"); ok {
 				if unit, ok := sfString(v); ok && unit != "requests" {
@@ -406,7 +373,7 @@ func (r *reading) draft7(qs *quotas, field string, policies []sfMember, now time
 			q.Remaining, okR = v, true
 		case m.key == "reset":
 			if d, ok := seconds(v); ok {
-				q.Reset, q.Slack = now.Add(d), wholeSlack(strings.IndexByte(m.item, '.') < 0)
+				q.Reset, q.Slack = now.Add(d), wholeSlack(m.item)
 			}
 		}
 	}
@@ -415,10 +382,8 @@ func (r *reading) draft7(qs *quotas, field string, policies []sfMember, now time
 	}
 	for _, p := range policies {
 		if limit, ok := sfNumber(p.item); ok && (q.Limit == 0 || limit == q.Limit) {
-			if v, ok := sfParam(p.params, "w"); ok {
-				if w, ok := sfNumber(v); ok {
-					q.Window, _ = seconds(w)
-				}
+			if w, _, ok := paramSeconds(p.params, "w"); ok {
+				q.Window = w
 			}
 			break
 		}
@@ -437,7 +402,7 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 	if v := strings.TrimSpace(r.resetAfter); v != "" { // Discord: relative, so immune to skew
 		if f, ok := parseDecimal(v); ok {
 			if d, ok := seconds(f); ok {
-				resetAfter, resetAfterSlack = now.Add(d), wholeSlack(strings.IndexByte(v, '.') < 0)
+				resetAfter, resetAfterSlack = now.Add(d), wholeSlack(v)
 			}
 		}
 	}
@@ -460,10 +425,8 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 		q.Limit, _ = parseDecimal(limit)
 		_, policyParams := splitParams(pol)
 		for _, params := range [...]string{limitParams, policyParams} {
-			if v, ok := sfParam(params, "w"); ok {
-				if w, ok := sfNumber(v); ok {
-					q.Window, _ = seconds(w)
-				}
+			if w, _, ok := paramSeconds(params, "w"); ok {
+				q.Window = w
 			}
 		}
 		if !resetAfter.IsZero() {
@@ -571,7 +534,7 @@ func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, sla
 			return t, stateSlack(whole, skew), true
 		}
 		d, ok := seconds(f)
-		return now.Add(d), wholeSlack(whole), ok
+		return now.Add(d), wholeSlack(v), ok
 	}
 	if isDigit(v[0]) && strings.IndexByte(v, 'T') > 0 {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
@@ -594,12 +557,28 @@ func stateSlack(whole bool, skew time.Duration) time.Duration {
 	return 0
 }
 
-// wholeSlack is the slack of a delay: a second if it counts whole seconds.
-func wholeSlack(whole bool) time.Duration {
-	if whole {
+// wholeSlack is the slack of a delay written as v: a second if it counts
+// whole seconds (has no fraction).
+func wholeSlack(v string) time.Duration {
+	if strings.IndexByte(v, '.') < 0 {
 		return time.Second
 	}
 	return 0
+}
+
+// paramSeconds reads the parameter name of the structured-field
+// parameters params as non-negative seconds; raw is the value as written.
+func paramSeconds(params, name string) (d time.Duration, raw string, ok bool) {
+	raw, ok = sfParam(params, name)
+	if !ok {
+		return 0, "", false
+	}
+	f, ok := sfNumber(raw)
+	if !ok {
+		return 0, raw, false
+	}
+	d, ok = seconds(f)
+	return d, raw, ok
 }
 
 // millis reads a non-negative number of milliseconds, fractions allowed.

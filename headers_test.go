@@ -90,23 +90,23 @@ func FuzzParseRetryAfter(f *testing.F) {
 		d, ok := retryAfterValue(s, testNow)
 		if !ok {
 			if d != 0 {
-				t.Fatalf("parseRetryAfter(%q) = %v, false: want 0 with false", s, d)
+				t.Fatalf("retryAfterValue(%q) = %v, false: want 0 with false", s, d)
 			}
 			return
 		}
 		if d < 0 {
-			t.Fatalf("parseRetryAfter(%q) = %v: negative", s, d)
+			t.Fatalf("retryAfterValue(%q) = %v: negative", s, d)
 		}
 		v := strings.TrimSpace(s)
 		if f, err := strconv.ParseFloat(v, 64); err == nil && isDecimal(v) {
 			// The float is a looser oracle: it rounds where we truncate.
 			if diff := math.Abs(f*1e9 - float64(d)); diff > math.Max(1, f*1e9*1e-15) {
-				t.Fatalf("parseRetryAfter(%q) = %v, ParseFloat says %v s", s, d, f)
+				t.Fatalf("retryAfterValue(%q) = %v, ParseFloat says %v s", s, d, f)
 			}
 			return
 		}
 		if _, err := http.ParseTime(v); err != nil {
-			t.Fatalf("parseRetryAfter(%q) accepted neither seconds nor a date", s)
+			t.Fatalf("retryAfterValue(%q) accepted neither seconds nor a date", s)
 		}
 	})
 }

@@ -171,6 +171,16 @@ func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Res
 	return resp, err
 }
 
+// fetch sends a GET to url through rt, requires a response, and reads and
+// closes its body.
+func fetch(t *testing.T, rt http.RoundTripper, url string) *http.Response {
+	t.Helper()
+	resp, err := get(t, t.Context(), rt, url)
+	require.NoError(t, err)
+	readBody(t, resp)
+	return resp
+}
+
 // readBody reads and closes a response body.
 func readBody(t *testing.T, resp *http.Response) string {
 	t.Helper()

@@ -57,9 +57,7 @@ func TestPacesByTheQuotaBeforeAnyRefusal(t *testing.T) {
 		srv := &quotaServer{limit: 10, window: 10 * time.Second, start: time.Now()}
 		tr := polite.New(srv)
 		for range 25 {
-			resp, err := get(t, t.Context(), tr, "http://api.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://api.test/")
 		}
 		assert.Zero(t, srv.refused)
 		// 10 per 10 seconds: the 25th request goes in the third window.
@@ -82,21 +80,17 @@ func TestSpentQuotaHoldsCallsUntilTheReset(t *testing.T) {
 		tr := polite.New(next)
 		start := time.Now()
 		for range 2 {
-			resp, err := get(t, t.Context(), tr, "http://api.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://api.test/")
 		}
 		assert.Equal(t, 30*time.Second, time.Since(start))
 
 		// A caller whose deadline comes first is refused at once.
 		calls = 0
 		tr = polite.New(next)
-		resp, err := get(t, t.Context(), tr, "http://api.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://api.test/")
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		_, err = get(t, ctx, tr, "http://api.test/")
+		_, err := get(t, ctx, tr, "http://api.test/")
 		var te *polite.ThrottledError
 		require.ErrorAs(t, err, &te)
 		assert.True(t, te.Server)
@@ -118,9 +112,7 @@ func TestGitHub403WithNothingLeftIsAThrottle(t *testing.T) {
 			return respond(req, 200, http.NoBody), nil
 		})
 		start := time.Now()
-		resp, err := get(t, t.Context(), polite.New(next), "http://api.github.test/repos/a/b")
-		require.NoError(t, err)
-		readBody(t, resp)
+		resp := fetch(t, polite.New(next), "http://api.github.test/repos/a/b")
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, 20*time.Second, time.Since(start))
 
@@ -130,7 +122,7 @@ func TestGitHub403WithNothingLeftIsAThrottle(t *testing.T) {
 			calls++
 			return respond(req, 403, http.NoBody), nil
 		})
-		resp, err = get(t, t.Context(), polite.New(forbidden), "http://api.github.test/")
+		resp, err := get(t, t.Context(), polite.New(forbidden), "http://api.github.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Equal(t, 1, calls)
@@ -151,17 +143,13 @@ func TestKeysThatShareABucketShareItsQuota(t *testing.T) {
 		byPath := polite.WithKey(func(r *http.Request) string { return r.URL.Path })
 		tr := polite.New(next, byPath)
 		for _, path := range []string{"/channels/1/messages", "/channels/2/messages"} {
-			resp, err := get(t, t.Context(), tr, "http://discord.test"+path)
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://discord.test"+path)
 		}
 		start := time.Now()
-		resp, err := get(t, t.Context(), tr, "http://discord.test/channels/1/messages")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://discord.test/channels/1/messages")
 		assert.Equal(t, 4500*time.Millisecond, time.Since(start), "spent bucket, whichever key spent it")
 		start = time.Now()
-		resp, err = get(t, t.Context(), tr, "http://discord.test/users/@me")
+		resp, err := get(t, t.Context(), tr, "http://discord.test/users/@me")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Zero(t, time.Since(start), "another bucket is not held")
@@ -182,17 +170,13 @@ func TestABucketSpentHoldsOnlyItsPaths(t *testing.T) {
 		})
 		tr := polite.New(next)
 		for _, path := range []string{"/search/issues", "/repos/a/b"} {
-			resp, err := get(t, t.Context(), tr, "http://api.github.test"+path)
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://api.github.test"+path)
 		}
 		start := time.Now()
-		resp, err := get(t, t.Context(), tr, "http://api.github.test/repos/a/b")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://api.github.test/repos/a/b")
 		assert.Less(t, time.Since(start), time.Second, "core is not held by search")
 		start = time.Now()
-		resp, err = get(t, t.Context(), tr, "http://api.github.test/search/issues")
+		resp, err := get(t, t.Context(), tr, "http://api.github.test/search/issues")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.InDelta(t, 40, time.Since(start).Seconds(), 1)
@@ -212,11 +196,9 @@ func TestGlobalLimitHoldsTheKey(t *testing.T) {
 			return respond(req, 200, http.NoBody), nil
 		})
 		tr := polite.New(next, polite.WithMaxAttempts(1))
-		resp, err := get(t, t.Context(), tr, "http://discord.test/channels/1/messages")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://discord.test/channels/1/messages")
 		start := time.Now()
-		resp, err = get(t, t.Context(), tr, "http://discord.test/users/@me")
+		resp, err := get(t, t.Context(), tr, "http://discord.test/users/@me")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Equal(t, 3*time.Second, time.Since(start))
@@ -232,9 +214,7 @@ func TestCachedResponsesAreNotHeeded(t *testing.T) {
 		tr := polite.New(next)
 		start := time.Now()
 		for range 3 {
-			resp, err := get(t, t.Context(), tr, "http://api.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://api.test/")
 		}
 		assert.Zero(t, time.Since(start))
 	})
@@ -254,9 +234,7 @@ func TestRetryAfterZeroUnderLoadIsNotALicence(t *testing.T) {
 		start := time.Now()
 		for range 10 {
 			first := len(at)
-			resp, err := get(t, t.Context(), tr, "http://api.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://api.test/")
 			for i := first + 1; i < len(at); i++ {
 				assert.Greater(t, at[i].Sub(at[i-1]), time.Duration(0), "a retry at once")
 			}

@@ -68,13 +68,17 @@ func defaultConfig() config {
 // Default: no local limit. perSecond <= 0, NaN or +Inf means no local
 // limit; burst < 1 is treated as 1.
 func WithRate(perSecond float64, burst int) Option {
-	return func(c *config) {
-		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond <= 0 {
-			c.perSecond, c.burst = 0, 0
-			return
-		}
-		c.perSecond, c.burst = perSecond, max(burst, 1)
+	return func(c *config) { c.perSecond, c.burst = validRate(perSecond, burst) }
+}
+
+// validRate returns a rate and burst as WithRate and WithGlobalRate take
+// them: 0, 0 (no limit) for a rate that is not a positive number, and a
+// burst of at least 1.
+func validRate(perSecond float64, burst int) (float64, int) {
+	if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond <= 0 {
+		return 0, 0
 	}
+	return perSecond, max(burst, 1)
 }
 
 // WithKey sets the function that names the key of a request: requests with
@@ -225,13 +229,7 @@ func WithMaxInFlight(n int) Option {
 // Default: no global limit. perSecond <= 0, NaN or +Inf means no global
 // limit; burst < 1 is treated as 1.
 func WithGlobalRate(perSecond float64, burst int) Option {
-	return func(c *config) {
-		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond <= 0 {
-			c.globalRate, c.globalBurst = 0, 0
-			return
-		}
-		c.globalRate, c.globalBurst = perSecond, max(burst, 1)
-	}
+	return func(c *config) { c.globalRate, c.globalBurst = validRate(perSecond, burst) }
 }
 
 // WithCrawlDelay makes the Transport read each host's robots.txt (again

@@ -44,9 +44,7 @@ func TestPitfall02JitterNeverShortensRetryAfter(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			for range 100 {
 				next := newStub(status(503, "Retry-After", "2"), status(429, "Retry-After", "1"), status(200))
-				resp, err := get(t, t.Context(), polite.New(next, polite.WithBackoff(bo[0], bo[1])), "http://a.test/")
-				require.NoError(t, err)
-				readBody(t, resp)
+				fetch(t, polite.New(next, polite.WithBackoff(bo[0], bo[1])), "http://a.test/")
 				g := next.gaps()
 				require.Len(t, g, 2)
 				require.GreaterOrEqual(t, g[0], 2*time.Second, "backoff %v", bo)
@@ -149,9 +147,7 @@ func TestPitfall10ConcurrentCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200))
 		tr := polite.New(next, polite.WithRate(1, 1))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 
 		start := time.Now()
 		var mu sync.Mutex
@@ -195,9 +191,7 @@ func TestPitfall14DefaultPolicyBacksOffAndPays(t *testing.T) {
 		for range 20 {
 			next := newStub(status(503))
 			tr = polite.New(next)
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 			for _, g := range next.gaps() {
 				total += g
 			}

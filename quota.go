@@ -88,10 +88,7 @@ func (q *serverQuota) reserve(now time.Time) (wait time.Duration, spent, took bo
 func (q *serverQuota) peek(at time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch {
-	case q.resetAt.IsZero() || !at.Before(q.resetAt):
-		return max(q.next.Sub(at), 0)
-	case q.left < 1:
+	if q.left < 1 && at.Before(q.resetAt) { // spent until a reset still ahead
 		return q.resetAt.Sub(at)
 	}
 	return max(q.next.Sub(at), 0)

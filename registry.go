@@ -218,17 +218,18 @@ func newRegistry(cfg *config) *registry {
 	return r
 }
 
-// lookup returns the state of key, creating it when a local rate or a
-// controller needs one; it returns nil for a key that needs no state yet.
-// It also returns the key's shard and its last rotation, for keep.
-func (r *registry) lookup(key string) (*keyState, *shard[keyState], int64) {
+// lookup returns the state of key, creating it when need is set or when a
+// local rate or a controller needs one; it returns nil for a key that
+// needs no state yet. It also returns the key's shard and its last
+// rotation, for keep.
+func (r *registry) lookup(key string, need bool) (*keyState, *shard[keyState], int64) {
 	sh := r.shardOf(key)
 	rotated := sh.rotated.Load()
 	ks, young := sh.peek(key)
 	switch {
 	case ks != nil && young:
 		return ks, sh, rotated
-	case ks == nil && r.stateless:
+	case ks == nil && r.stateless && !need:
 		return nil, sh, rotated
 	}
 	return r.ensureIn(sh, key), sh, rotated

@@ -88,12 +88,10 @@ func TestRetryBudgetFollowsAWSQuotaVectors(t *testing.T) {
 		next := newStub(status(503), status(503), status(200), status(503), fail(timeoutError{}), status(200))
 		tr := polite.New(next, polite.WithRetryBudget(budget), polite.WithHooks(hooks))
 
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		assert.Equal(t, 496, budget.Remaining())
 
-		resp, err = get(t, t.Context(), tr, "http://a.test/")
+		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Equal(t, 492, budget.Remaining())
@@ -107,9 +105,7 @@ func TestRetryBudgetRefundsOnNonRetryableOutcome(t *testing.T) {
 		budget := polite.NewRetryBudget(500)
 		require.True(t, budget.TryTake(100))
 		next := newStub(status(503), status(404))
-		resp, err := get(t, t.Context(), polite.New(next, polite.WithRetryBudget(budget)), "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, polite.New(next, polite.WithRetryBudget(budget)), "http://a.test/")
 		assert.Equal(t, 401, budget.Remaining(), "the retry that got a 404 gives its 5 back, plus 1")
 	})
 }
@@ -118,9 +114,7 @@ func TestRetryBudgetKeepsTheCostOfFailedRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget := polite.NewRetryBudget(500)
 		next := newStub(status(503))
-		resp, err := get(t, t.Context(), polite.New(next, polite.WithRetryBudget(budget)), "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, polite.New(next, polite.WithRetryBudget(budget)), "http://a.test/")
 		assert.Equal(t, 485, budget.Remaining(), "three failed retries cost 5 each")
 	})
 }
@@ -183,9 +177,7 @@ func TestSharedRetryBudget(t *testing.T) {
 			next *stub
 			want int
 		}{{ta, a, 3}, {tb, b, 1}} {
-			resp, err := get(t, t.Context(), tt.tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tt.tr, "http://a.test/")
 			assert.Equal(t, tt.want, tt.next.calls())
 		}
 		assert.Equal(t, 0, budget.Remaining())
@@ -208,9 +200,7 @@ func TestOutageIsNotMultipliedByRetries(t *testing.T) {
 		tr := polite.New(next)
 		const calls = 1000
 		for range calls {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 		}
 		assert.Equal(t, calls+100, next.calls())
 		assert.LessOrEqual(t, float64(next.calls())/calls, 1.1)

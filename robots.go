@@ -55,11 +55,14 @@ func (c *call) robotsKey() string {
 // request if robots.txt is unreachable: RFC 9309 then has crawlers assume
 // the whole host disallowed.
 func (c *call) admitRobots() error {
-	e := c.t.robots.use(c.robotsKey(), time.Now())
-	c.site = e
+	now := time.Now()
+	if c.site == nil { // a retry has it already
+		c.site = c.t.robots.use(c.robotsKey(), now)
+	}
+	e := c.site
 	for {
 		e.mu.Lock()
-		switch now := time.Now().UnixNano(); {
+		switch now := now.UnixNano(); {
 		case e.expires > now:
 			err := e.err
 			e.mu.Unlock()
@@ -103,12 +106,12 @@ func (c *call) admitRobots() error {
 // randomized by WithSpacingJitter, and takes the next slot.
 func (c *call) spaceRobots() error {
 	e := c.site
-	now := time.Now()
 	e.mu.Lock()
 	if e.delay <= 0 {
 		e.mu.Unlock()
 		return nil
 	}
+	now := time.Now()
 	slot := max(e.next, now.UnixNano())
 	gap := e.delay
 	if f := c.t.cfg.spacingJitter; f > 0 {
@@ -120,23 +123,13 @@ func (c *call) spaceRobots() error {
 	if wait <= 0 {
 		return nil
 	}
-	giveBack := func() {
+	return c.waitFor(wait, now, false, func() {
 		e.mu.Lock()
 		if e.next == slot+int64(gap) { // no one came after: the slot is free again
 			e.next = slot
 		}
 		e.mu.Unlock()
-	}
-	if err := c.refuse(wait, now, false); err != nil {
-		giveBack()
-		return err
-	}
-	c.waiting(wait, false)
-	if err := sleep(c.ctx, wait); err != nil {
-		giveBack()
-		return err
-	}
-	return nil
+	})
 }
 
 // fetchRobots asks the host of req for its robots.txt through next,

@@ -1,7 +1,6 @@
 package polite_test
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -179,5 +178,3 @@ type netError struct{ err error }
 
 func (e *netError) Error() string { return "dial tcp: " + e.err.Error() }
 func (e *netError) Unwrap() error { return e.err }
-
-var _ = errors.New

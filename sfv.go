@@ -55,17 +55,6 @@ func sfNext(s string, dict bool) (m sfMember, rest string, ok bool) {
 	return m, s, s != ""
 }
 
-// sfValid reports whether s is a well formed list or dictionary.
-func sfValid(s string, dict bool) bool {
-	for s = trimOWS(s); s != ""; {
-		var ok bool
-		if _, s, ok = sfNext(s, dict); !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // sfParam returns the value of the parameter name in params, as written
 // (`100`, `"x"`, `?1` for a bare key), and whether it is there.
 func sfParam(params, name string) (string, bool) {

@@ -240,7 +240,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // yet.
 func (c *call) state() *keyState {
 	if c.ks == nil {
-		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key)
+		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, false)
 	}
 	return c.ks
 }
@@ -382,9 +382,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	var f failure
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
 	if (s.HasQuota || throttled && f.retryAfter > 0) && c.ks == nil {
-		c.shard = c.t.keys.shardOf(c.key)
-		c.rotated = c.shard.rotated.Load()
-		c.ks = c.t.keys.ensureIn(c.shard, c.key)
+		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, true) // the server said something to keep
 	}
 	if ks := c.state(); ks != nil {
 		c.heed(ks, s, throttled, f.retryAfter, now)

@@ -31,14 +31,10 @@ func TestRatePacesEachKey(t *testing.T) {
 		start := time.Now()
 		var atA, atB []time.Duration
 		for range 4 {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 			atA = append(atA, time.Since(start))
 		}
-		resp, err := get(t, t.Context(), tr, "http://b.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://b.test/")
 		atB = append(atB, time.Since(start))
 
 		s := time.Second
@@ -53,9 +49,7 @@ func TestRateBurst(t *testing.T) {
 		tr := polite.New(next, polite.WithRate(1, 3))
 		start := time.Now()
 		for range 4 {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 		}
 		assert.Equal(t, time.Second, time.Since(start), "3 at once, the 4th after 1s")
 	})
@@ -70,9 +64,7 @@ func TestNoRateMeansNoWait(t *testing.T) {
 			tr := polite.New(newStub(status(200)), opt)
 			start := time.Now()
 			for range 100 {
-				resp, err := get(t, t.Context(), tr, "http://a.test/")
-				require.NoError(t, err)
-				readBody(t, resp)
+				fetch(t, tr, "http://a.test/")
 			}
 			assert.Zero(t, time.Since(start))
 		})
@@ -84,9 +76,7 @@ func TestRateBurstBelowOneIsOne(t *testing.T) {
 		tr := polite.New(newStub(status(200)), polite.WithRate(10, 0))
 		start := time.Now()
 		for range 3 {
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 		}
 		assert.Equal(t, 200*time.Millisecond, time.Since(start))
 	})
@@ -129,9 +119,7 @@ func TestCancelledWaitGivesTokenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200))
 		tr := polite.New(next, polite.WithRate(1, 1))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
@@ -144,7 +132,7 @@ func TestCancelledWaitGivesTokenBack(t *testing.T) {
 		assert.ErrorIs(t, <-done, context.Canceled)
 
 		start := time.Now()
-		resp, err = get(t, t.Context(), tr, "http://a.test/")
+		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Equal(t, 700*time.Millisecond, time.Since(start), "the cancelled waiter's token came back")
@@ -172,9 +160,7 @@ func TestDefaultKeyIsHost(t *testing.T) {
 					OnWait: func(e polite.Event) { keys = append(keys, e.Key) },
 				}), polite.WithRate(1, 1))
 				for range 2 {
-					resp, err := get(t, t.Context(), tr, tt.give)
-					require.NoError(t, err)
-					readBody(t, resp)
+					fetch(t, tr, tt.give)
 				}
 			})
 			assert.Equal(t, []string{tt.want}, keys)
@@ -188,9 +174,7 @@ func TestWithKey(t *testing.T) {
 		tr := polite.New(newStub(status(200)), polite.WithRate(1, 1), polite.WithKey(byPath))
 		start := time.Now()
 		for _, u := range []string{"http://a.test/search/x", "http://b.test/core/y", "http://c.test/search/z"} {
-			resp, err := get(t, t.Context(), tr, u)
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, u)
 		}
 		assert.Equal(t, time.Second, time.Since(start), "both /search requests share one bucket across hosts")
 	})
@@ -211,9 +195,7 @@ func TestRetriedStatuses(t *testing.T) {
 		t.Run(fmt.Sprint(tt.give), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				next := newStub(status(tt.give), status(200))
-				resp, err := get(t, t.Context(), polite.New(next), "http://a.test/")
-				require.NoError(t, err)
-				readBody(t, resp)
+				fetch(t, polite.New(next), "http://a.test/")
 				assert.Equal(t, tt.wantCalls, next.calls())
 			})
 		})
@@ -365,9 +347,7 @@ func TestBackoffIsFullJitterUnderTheCap(t *testing.T) {
 		for range runs {
 			next := newStub(status(500))
 			tr := polite.New(next, polite.WithBackoff(base, limit), polite.WithMaxAttempts(len(ceilings)+1))
-			resp, err := get(t, t.Context(), tr, "http://a.test/")
-			require.NoError(t, err)
-			readBody(t, resp)
+			fetch(t, tr, "http://a.test/")
 			for i, g := range next.gaps() {
 				require.GreaterOrEqual(t, g, time.Duration(0))
 				require.Less(t, g, ceilings[i], "retry %d waited %v, ceiling %v", i+1, g, ceilings[i])
@@ -411,9 +391,7 @@ func TestRetryAfter(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				next := newStub(status(503, "Retry-After", tt.give()), status(200))
 				tr := polite.New(next, polite.WithBackoff(0, 0))
-				resp, err := get(t, t.Context(), tr, "http://a.test/")
-				require.NoError(t, err)
-				readBody(t, resp)
+				fetch(t, tr, "http://a.test/")
 				assert.Equal(t, []time.Duration{tt.want}, next.gaps())
 			})
 		})
@@ -460,14 +438,12 @@ func TestHostilePauseIsBounded(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				next := newStub(status(429, "Retry-After", give), status(200))
 				tr := polite.New(next)
-				resp, err := get(t, t.Context(), tr, "http://a.test/")
-				require.NoError(t, err)
-				readBody(t, resp)
+				fetch(t, tr, "http://a.test/")
 				time.Sleep(time.Hour - 2*time.Minute)
-				_, err = get(t, t.Context(), tr, "http://a.test/")
+				_, err := get(t, t.Context(), tr, "http://a.test/")
 				require.ErrorIs(t, err, polite.ErrThrottled, "the pause holds for an hour")
 				time.Sleep(2 * time.Minute)
-				resp, err = get(t, t.Context(), tr, "http://a.test/")
+				resp, err := get(t, t.Context(), tr, "http://a.test/")
 				require.NoError(t, err, "after an hour the key is usable again")
 				assert.Equal(t, 200, resp.StatusCode)
 				readBody(t, resp)
@@ -506,9 +482,7 @@ func TestRequestBodyClosedWhenNotSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200))
 		tr := polite.New(next, polite.WithRate(1, 1))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 
 		// Refused: the wait would pass the deadline.
 		body := newBody("payload")
@@ -567,11 +541,9 @@ func TestNoPauseWithoutRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(503, "Retry-After", "5"), status(200))
 		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithMaxAttempts(1))
-		resp, err := get(t, t.Context(), tr, "http://a.test/")
-		require.NoError(t, err)
-		readBody(t, resp)
+		fetch(t, tr, "http://a.test/")
 		start := time.Now()
-		resp, err = get(t, t.Context(), tr, "http://a.test/")
+		resp, err := get(t, t.Context(), tr, "http://a.test/")
 		require.NoError(t, err)
 		readBody(t, resp)
 		assert.Equal(t, 5*time.Second, time.Since(start), "503 with Retry-After pauses the key")

@@ -228,6 +228,6 @@ func observe(ks *keyState, throttled bool) {
 }
 
 func lookup(tr *Transport, key string) *keyState {
-	ks, _, _ := tr.keys.lookup(key)
+	ks, _, _ := tr.keys.lookup(key, false)
 	return ks
 }

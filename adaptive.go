@@ -10,12 +10,21 @@ import (
 // Cubic, AIMD and Gentle implement it.
 type controller interface {
 	// observe feeds the outcome of one attempt that ended at now, with the
-	// pause the server asked for if it throttled, and returns the rate to
-	// send at (requests per second), how many requests the key's bucket may
-	// hold, and whether they apply: controllers limit nothing until the
-	// server first throttles.
-	observe(now time.Time, throttled bool, pause time.Duration) (perSecond float64, burst int, enabled bool)
+	// limit the server states in its headers (requests per second; 0 if
+	// none), and returns the rate to send at (requests per second), how
+	// many requests the key's bucket may hold, and whether they apply:
+	// controllers limit nothing until the server first throttles.
+	observe(now time.Time, throttled bool, stated float64) (perSecond float64, burst int, enabled bool)
 }
+
+// An outcome is what an attempt says of the server's rate.
+type outcome int8
+
+const (
+	outcomeOK        outcome = iota // the server answered, and did not throttle
+	outcomeThrottled                // the server throttled: 429, 503 with Retry-After, a spent quota's 403
+	outcomeFailed                   // a 5xx that is no throttle, or a transport error: nothing of the rate
+)
 
 // Constants of the AWS SDKs' adaptive retry mode (aws-sdk-go-v2
 // aws/retry/adaptive_ratelimit.go; botocore retries/throttling.py).
@@ -65,7 +74,7 @@ func NewCubic(now time.Time) *Cubic {
 // in polite).
 func (c *Cubic) Update(now time.Time, throttled bool) { c.observe(now, throttled, 0) }
 
-func (c *Cubic) observe(now time.Time, throttled bool, _ time.Duration) (float64, int, bool) {
+func (c *Cubic) observe(now time.Time, throttled bool, _ float64) (float64, int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	measured := c.responses.add(now)
@@ -189,7 +198,7 @@ func NewAIMD(now time.Time) *AIMD {
 // Update feeds the outcome of one attempt that ended at now.
 func (a *AIMD) Update(now time.Time, throttled bool) { a.observe(now, throttled, 0) }
 
-func (a *AIMD) observe(now time.Time, throttled bool, _ time.Duration) (float64, int, bool) {
+func (a *AIMD) observe(now time.Time, throttled bool, _ float64) (float64, int, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	measured := a.responses.add(now)

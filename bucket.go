@@ -50,6 +50,7 @@ type keyExtra struct {
 	ctl         controller              // the controller, under AdaptiveCubic and AdaptiveAIMD
 	quota       *serverQuota            // the quota the server reports, for paths in no named bucket
 	routes      map[string]*serverQuota // path → the quota of the bucket the server named for it
+	changed     int64                   // Unix nanoseconds of the last change of the limiter's rate or burst
 	inflight    int                     // requests holding a slot, under WithMaxInFlight
 	slotQueue   *list.List              // of *slotWaiter, calls waiting for a slot
 }
@@ -243,17 +244,25 @@ func (ks *keyState) wakeHeadLocked() {
 	}
 }
 
-// observe feeds the outcome of an attempt that ended at now (and the
-// pause the server asked for, if it throttled) to the key's controller,
-// and makes the key's bucket follow the controller's rate, capped by the
-// ceiling (the WithRate rate and burst). A change of rate wakes the head of
-// the queue, so that it waits for the new rate, not the old one.
-func (ks *keyState) observe(mode AdaptiveMode, now time.Time, throttled bool, pause time.Duration, ceiling rate.Limit, cap int) {
-	ctl := ks.controller(mode)
-	if ctl == nil {
+// observe feeds the outcome o of an attempt that ended at now (and the
+// limit the server states, if any, and what Gentle.sending said when the
+// attempt was sent) to the key's controller, and makes the key's bucket
+// follow the controller's rate, capped by the ceiling (the WithRate rate
+// and burst). A change of rate wakes the head of the queue,
+// so that it waits for the new rate, not the old one.
+func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated float64, sent uint32, ceiling rate.Limit, cap int) {
+	var perSecond float64
+	var burst int
+	var enabled bool
+	switch ctl := ks.controller(mode); {
+	case ctl == nil:
 		return
+	case mode == AdaptiveDefault:
+		perSecond, burst, enabled = ks.gentle.observeSent(now, o, stated, sent)
+	default:
+		// As in the AWS SDKs, any answer but a throttle counts as a success.
+		perSecond, burst, enabled = ctl.observe(now, o == outcomeThrottled, stated)
 	}
-	perSecond, burst, enabled := ctl.observe(now, throttled, pause)
 	if !enabled {
 		return // the bucket keeps the ceiling it was made with
 	}
@@ -270,6 +279,9 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, throttled bool, pa
 	} else {
 		ks.limiter.SetLimitAt(now, limit)
 		ks.limiter.SetBurstAt(now, burst)
+	}
+	if ks.extra != nil {
+		ks.extra.changed = now.UnixNano()
 	}
 	ks.wakeHeadLocked()
 }
@@ -344,19 +356,17 @@ func (c *call) admitQuota() error {
 	for {
 		now := time.Now()
 		wait, spent, took := q.reserve(now)
-		if wait > 0 {
-			giveBack := func() {}
-			if took {
-				giveBack = q.release
-			}
-			if err := c.waitFor(wait, now, spent, giveBack); err != nil {
+		if spent {
+			if err := c.waitFor(wait, now, true, func() {}); err != nil {
 				return err
 			}
-			if spent {
-				continue // renewed: take a place now
+			continue // renewed: take a place now
+		}
+		if wait > 0 {
+			if err := c.waitFor(wait, now, false, func() { q.release(took) }); err != nil {
+				return err
 			}
 		}
-		q.sent()
 		c.quota = q
 		return nil
 	}
@@ -391,6 +401,7 @@ func (c *call) waitTurn(ks *keyState) error {
 	}
 	e := x.queue.PushBack(w)
 	ks.mu.Unlock()
+	var due int64 // when the head's token was due, Unix nanoseconds
 	for {
 		var (
 			now         = time.Now()
@@ -400,13 +411,14 @@ func (c *call) waitTurn(ks *keyState) error {
 		ks.mu.Lock()
 		if x.queue.Front() == e {
 			pause = ks.pauseNowLocked(now)
-			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(now, 1)) {
+			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(ks.takeAt(now, due), 1)) {
 				ks.removeLocked(e)
 				ks.mu.Unlock()
 				return nil
 			}
 			turn = ks.turnWaitLocked(now, 1)
 			sleepFor = max(pause, turn, time.Nanosecond)
+			due = now.Add(sleepFor).UnixNano()
 		}
 		ks.mu.Unlock()
 		if sleepFor >= 0 {
@@ -422,6 +434,18 @@ func (c *call) waitTurn(ks *keyState) error {
 			return err
 		}
 	}
+}
+
+// takeAt returns the instant at which the head of the queue, awake at
+// now, takes its token: the instant it was due, if it has come and the rate
+// has not changed since, so that the time a sleeper takes to wake is not
+// lost to the rate (x/time/rate's bucket of one token cannot make it up);
+// now otherwise. It requires ks.mu held.
+func (ks *keyState) takeAt(now time.Time, due int64) time.Time {
+	if due == 0 || due > now.UnixNano() || due < ks.extra.changed {
+		return now
+	}
+	return time.Unix(0, due)
 }
 
 // refuseWait applies refuse to a wait made of a server pause and a turn for

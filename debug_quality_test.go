@@ -1,8 +1,9 @@
 //go:build qualitydebug
 
-// A tool for tuning controllers: go test -tags qualitydebug -run TestDebugQuality
-// with QS (scenario name part), QC (client) and QSEED (the seed, 1 if unset) set prints
-// the scenario second by second.
+// A tool for tuning controllers: go test -tags qualitydebug -run
+// TestDebugQuality with QS (a scenario's name, or part of it), QC (a
+// client, polite if unset), QL (the run's length, 8s if unset) and QSEED
+// (the seed, 1 if unset) prints the run's figures and its timeline.
 
 package polite_test
 
@@ -13,39 +14,46 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDebugQuality(t *testing.T) {
-	name, client := os.Getenv("QS"), os.Getenv("QC")
+	name, client := os.Getenv("QS"), cmp.Or(os.Getenv("QC"), "polite")
 	seed, _ := strconv.ParseUint(cmp.Or(os.Getenv("QSEED"), "1"), 10, 64)
-	if name == "" {
-		t.Skip("debug only")
+	length, err := time.ParseDuration(cmp.Or(os.Getenv("QL"), "8s"))
+	if name == "" || err != nil {
+		t.Skip("debug only: set QS")
 	}
-	for _, sc := range append(qualityScenarios, qualityVariants...) {
+	if seeds := os.Getenv("QSEEDS"); seeds != "" { // the mean over seeds 1 to QSEEDS
+		n, _ := strconv.Atoi(seeds)
+		for _, sc := range benchScenarios(length) {
+			if !strings.Contains(name, sc.name) {
+				continue
+			}
+			for _, c := range strings.Split(client, ",") {
+				var u, r float64
+				for seed := range uint64(n) {
+					res := sc.run(t, c, seed+1)
+					u, r = u+res.utilization/float64(n), r+res.rejected/float64(n)
+				}
+				fmt.Printf("%s × %s, %d seeds: utilization %.3f, rejected %.2f%%\n", sc.name, c, n, u, 100*r)
+			}
+		}
+		return
+	}
+	scenarios := append(benchScenarios(length), githubSixty)
+	for _, v := range qualityVariants {
+		scenarios = append(scenarios, v.scenario)
+	}
+	for _, sc := range scenarios {
 		if !strings.Contains(sc.name, name) {
 			continue
 		}
-		var srv *limitServer
-		var r result
-		for range 40 {
-			debugServer = func(s *limitServer) { srv = s }
-			r = sc.run(t, client, seed)
-			debugServer = nil
-			if true {
-				break
-			}
+		for _, c := range strings.Split(client, ",") {
+			r := sc.run(t, c, seed)
+			fmt.Printf("%s × %s: utilization %.3f, rejected %.2f%%, attempts/call %.2f, p99 %v, settle %v\n",
+				sc.name, c, r.utilization, 100*r.rejected, r.amplify, r.p99, r.converge)
+			fmt.Printf("  ok/refused per 250ms:%s\n", r.timeline())
 		}
-		fmt.Printf("%s %s: util %.3f rej %.4f settle %v\n", sc.name, client, r.utilization, r.rejected, r.converge)
-		for s := 0; s+10 <= len(srv.accepted); s += 10 {
-			a, rj := 0, 0
-			var bins []string
-			for b := s; b < s+10; b++ {
-				a += srv.accepted[b]
-				rj += srv.rejected[b]
-				bins = append(bins, fmt.Sprintf("%d/%d", srv.accepted[b], srv.rejected[b]))
-			}
-			fmt.Printf("%3ds %4d %4d  %s\n", s/10, a, rj, strings.Join(bins, " "))
-		}
-		return
 	}
 }

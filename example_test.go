@@ -168,14 +168,24 @@ func ExampleRetryBudget() {
 func ExampleGentle() {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := polite.NewGentle(start)
-	// The server accepted 50 requests a second for 10 seconds...
+	// The server accepted 50 requests a second for 10 seconds, then
+	// throttled one: its limit is at least 50 a second.
 	for i := range 500 {
 		g.Update(start.Add(time.Duration(i)*20*time.Millisecond), false)
 	}
-	// ...then throttled one.
 	g.Update(start.Add(10*time.Second), true)
-	fmt.Printf("enabled %v, limit about %.0f/s, sending at %.0f/s\n", g.Enabled(), g.Limit(), g.Rate())
-	// Output: enabled true, limit about 50/s, sending at 45/s
+	fmt.Printf("enabled %v, limit at least %.0f/s\n", g.Enabled(), g.Limit())
+	// Gentle probes up; the server accepts 60 a second for 2 seconds, then
+	// throttles again: between the two throttles it had nothing left to
+	// give, so 60 a second is its limit.
+	for i := range 120 {
+		g.Update(start.Add(10*time.Second+time.Duration(i)*time.Second/60), false)
+	}
+	g.Update(start.Add(12*time.Second), true)
+	fmt.Printf("limit %.0f/s, sending at %.1f/s\n", g.Limit(), g.Rate())
+	// Output:
+	// enabled true, limit at least 50/s
+	// limit 60/s, sending at 59.4/s
 }
 
 func ExampleWithAdaptive() {

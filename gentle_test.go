@@ -21,6 +21,14 @@ func feed(c controller, from, to time.Duration, n int) {
 	}
 }
 
+// sent feeds g n outcomes of requests sent when g.sending said phase, evenly
+// over [from, to).
+func sent(g *Gentle, o outcome, phase uint32, from, to time.Duration, n int) {
+	for i := range n {
+		g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), o, 0, phase)
+	}
+}
+
 func TestGentleLimitsNothingUntilThrottled(t *testing.T) {
 	g := NewGentle(epoch)
 	feed(g, 0, 10*time.Second, 1000)
@@ -28,174 +36,164 @@ func TestGentleLimitsNothingUntilThrottled(t *testing.T) {
 	assert.Zero(t, g.Limit())
 }
 
-func TestGentleSeedsFromWhatTheServerAccepted(t *testing.T) {
+// The first throttle has no event before it: what was accepted since the
+// start, over at least a second, is a floor, the requests in flight at it
+// that succeed included, and Gentle probes up from it at once, doubling
+// the rate every quarter of a second, however little it sends meanwhile.
+func TestGentleFirstThrottleIsAFloor(t *testing.T) {
 	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500) // 100 a second
-	g.UpdateThrottled(at(5*time.Second), time.Second)
+	before := g.sending()
+	sent(g, outcomeOK, before, 0, time.Millisecond, 5) // a burst the server's bucket held
+	g.observeSent(at(time.Millisecond), outcomeThrottled, 0, before)
 	require.True(t, g.Enabled())
-	assert.InDelta(t, 100, g.Limit(), 1)
-	assert.InDelta(t, 90, g.Rate(), 1, "0.9 of the estimate")
+	assert.InDelta(t, 5, g.Limit(), 1e-9, "5 accepted, over a second at least")
+	sent(g, outcomeOK, before, time.Millisecond, 2*time.Millisecond, 5) // in flight at the throttle
+	assert.InDelta(t, 10, g.Limit(), 1e-9, "and 5 more that were in flight")
+	assert.InDelta(t, 9.9, g.Rate(), 0.1)
 
-	// Cubic, fed the same, drops to 0.7 of its measured rate of responses.
-	c := NewCubic(epoch)
-	feed(c, 0, 5*time.Second, 500)
-	c.Update(at(5*time.Second), true)
-	assert.InDelta(t, 70, c.Rate(), 2)
+	g.observeSent(at(251*time.Millisecond), outcomeOK, 0, g.sending())
+	assert.InDelta(t, 19.8, g.Rate(), 1e-6, "doubled in a quarter of a second")
 }
 
-func TestGentleWatchesWhenNothingSucceeded(t *testing.T) {
-	// Throttled before anything succeeded, the limit is unknown. Cubic drops
-	// to 0.5/s here and climbs slowly; Gentle watches for a second, as the
-	// server's pauses allow, and measures what the server accepts.
+// Between two events the server had nothing left to give at both: when the
+// client sent above the limit in between, what the server accepted over
+// the time between them is its limit. An event during a probe shows the
+// limit at least where it was: the estimate only grows.
+func TestGentleProbeEventsMeasureTheLimit(t *testing.T) {
 	g := NewGentle(epoch)
-	_, _, enabled := g.observe(at(time.Millisecond), true, 20*time.Millisecond)
-	assert.False(t, enabled)
-	g.Update(at(500*time.Millisecond), true)
-	assert.False(t, g.Enabled(), "still watching")
-	feed(g, 100*time.Millisecond, 1100*time.Millisecond, 40)
-	g.Update(at(1100*time.Millisecond), true)
-	require.True(t, g.Enabled())
-	assert.InDelta(t, 40/1.099, g.Limit(), 1e-9, "accepted per second since the first throttle")
+	g.Update(at(0), true) // a floor of 0.5 a second
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true) // probing from the floor: 100 a second accepted
+	assert.InDelta(t, 100, g.Limit(), 1e-9)
+	assert.InDelta(t, 99, g.Rate(), 1e-9, "held at 0.99 of the limit")
+
+	// Still finding the limit: the next probe starts at once.
+	feed(g, 2*time.Second, 3*time.Second, 90)
+	g.Update(at(3*time.Second), true)
+	assert.InDelta(t, 100, g.Limit(), 1e-9, "90 in a second during a probe: the limit is no lower")
 }
 
-func TestGentleStartsLowWhenNothingEverSucceeds(t *testing.T) {
+// An event while the rate holds below the estimate shows the limit lower:
+// the estimate becomes what was accepted since the last event, a quarter
+// of it at the least.
+func TestGentleHoldingEventsLowerTheLimit(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Update(at(0), true)
-	rate, burst, enabled := g.observe(at(1100*time.Millisecond), true, 0)
-	require.True(t, enabled)
-	assert.Equal(t, gentleMinRate, rate)
-	assert.Equal(t, 1, burst)
-	now := 1100 * time.Millisecond
-	for now < 5*time.Second { // send at the rate Gentle allows; all succeed
-		rate, _, _ = g.observe(at(now), false, 0)
-		now += time.Duration(float64(time.Second) / rate)
-	}
-	assert.Greater(t, g.Rate(), 4.0, "doubling from 0.5/s for about 4s")
-}
-
-func TestGentleCountsABurstOfThrottlesOnce(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true) // W = 100
+	feed(g, 2*time.Second, 3*time.Second, 100)
+	g.Update(at(3*time.Second), true) // W = 100 again: held 8 s from now
+	feed(g, 3*time.Second, 4*time.Second, 25)
+	g.Update(at(4*time.Second), true) // while holding: the server let 25 through in that second
+	assert.InDelta(t, 25, g.Limit(), 1e-9)
+	assert.InDelta(t, 24.75, g.Rate(), 1e-9)
+	feed(g, 4*time.Second, 5*time.Second, 1) // held 4 s: still holding
 	g.Update(at(5*time.Second), true)
-	after := g.Rate()
-	for i := range 20 { // the rest of the overload, within a second
-		g.Update(at(5*time.Second+time.Duration(i)*40*time.Millisecond), true)
+	assert.InDelta(t, 25.0/4, g.Limit(), 1e-9, "a quarter at most")
+}
+
+// A probe that finds the limit risen probes on at once, doubling the rate
+// every quarter of a second; otherwise the rate holds 4 seconds, then
+// doubles every second, and every quarter of a second once it is 10%
+// above the estimate without a throttle.
+func TestGentleHoldsThenProbes(t *testing.T) {
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true) // W = 100, up from the floor
+	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
+	assert.InDelta(t, 99, curve(2*time.Second), 1e-9)
+	assert.InDelta(t, 198, curve(2250*time.Millisecond), 1e-9, "risen: probing on, fast")
+
+	feed(g, 2*time.Second, 3*time.Second, 100)
+	g.Update(at(3*time.Second), true) // W = 100 again
+	assert.InDelta(t, 99, curve(3*time.Second+3900*time.Millisecond), 1e-9, "held 4 s")
+	assert.InDelta(t, 99*math.Exp2(0.1), curve(7100*time.Millisecond), 1e-9, "then doubling every second")
+	assert.InDelta(t, 110*math.Pow(198.0/110, 4), curve(8*time.Second), 1e-6, "and every quarter second past 110")
+
+	feed(g, 3*time.Second, 5*time.Second, 100)
+	g.Update(at(5*time.Second), true) // held: W = 50
+	assert.InDelta(t, 49.5, curve(5*time.Second+3900*time.Millisecond), 1e-9, "held 4 s")
+	assert.InDelta(t, 49.5*math.Exp2(0.1), curve(9100*time.Millisecond), 1e-9)
+}
+
+// A server whose headers state its limit seeds the estimate at the first
+// throttle, with no floor to climb from, and Gentle never probes above it.
+// A limit stated after a floor replaces it.
+func TestGentleTakesTheStatedLimit(t *testing.T) {
+	g := NewGentle(epoch)
+	feed(g, 0, 20*time.Millisecond, 10)
+	g.UpdateStated(at(20*time.Millisecond), true, 100)
+	assert.InDelta(t, 100, g.Limit(), 1e-9)
+	assert.InDelta(t, 99, g.Rate(), 1e-9)
+	assert.InDelta(t, 100, g.curve(at(time.Hour).UnixNano()), 1e-9, "never above the stated limit")
+
+	g = NewGentle(epoch)
+	feed(g, 0, 20*time.Millisecond, 10)
+	g.Update(at(20*time.Millisecond), true)
+	require.InDelta(t, 10, g.Limit(), 1e-9, "a floor")
+	g.UpdateStated(at(30*time.Millisecond), false, 100)
+	assert.InDelta(t, 100, g.Limit(), 1e-9)
+}
+
+// Throttles of requests in flight when the rate was cut belong to the
+// event; a request sent after the cut and refused before any succeeds
+// shows the server still refusing: it halves the rate, once per round trip
+// (requests sent before a halving do not halve again), until a success.
+func TestGentleHalvesWhileStillRefused(t *testing.T) {
+	g := NewGentle(epoch)
+	before := g.sending()
+	sent(g, outcomeOK, before, 0, time.Second, 100)
+	g.observeSent(at(time.Second), outcomeThrottled, 0, before) // the first event: a floor of 100
+	rate := g.Rate()
+	sent(g, outcomeThrottled, before, time.Second, 1001*time.Millisecond, 10) // in flight
+	assert.InDelta(t, rate, g.Rate(), 1e-9, "in flight at the event: the same event")
+
+	after := g.sending()
+	sent(g, outcomeThrottled, after, 1001*time.Millisecond, 1002*time.Millisecond, 3)
+	assert.InDelta(t, rate/2, g.Rate(), 1e-6, "three sent together, refused after the cut: one halving")
+	for i := range 2 { // two more round trips, each sent after the last halving
+		sent(g, outcomeThrottled, g.sending(), 1002*time.Millisecond+time.Duration(i)*time.Millisecond, 1003*time.Millisecond+time.Duration(i)*time.Millisecond, 4)
 	}
-	g.Update(at(5*time.Second+900*time.Millisecond), false)
-	assert.InDelta(t, after, g.Rate(), 5, "one decrease, then the climb")
-	assert.InDelta(t, 100, g.Limit(), 1)
+	assert.InDelta(t, rate/8, g.Rate(), 1e-6, "three round trips refused: three halvings")
+	g.observeSent(at(1005*time.Millisecond), outcomeOK, 0, after)
+	assert.GreaterOrEqual(t, g.Rate(), rate, "a success: back to the curve")
+	assert.InDelta(t, 100, g.Limit(), 1e-9, "the estimate is untouched")
 }
 
-// The rate after an event: 0.9·W, a climb to 0.98·W in 2s, a hold for
-// 2s, a creep of 6% a second for 2s, then doubling every second.
-func TestGentleCurve(t *testing.T) {
+// A 5xx or a transport error says nothing of the limit: the rate neither
+// grows nor falls, and the time an outage lasts is left out of the next
+// measurement.
+func TestGentleIgnoresOutages(t *testing.T) {
 	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second), true)
-	w := g.Limit()
-	tests := []struct {
-		after time.Duration
-		want  float64
-	}{
-		{0, 0.9 * w},
-		{time.Second, 0.98*w - 0.08*w/8},
-		{2 * time.Second, 0.98 * w},
-		{3 * time.Second, 0.98 * w},
-		{5 * time.Second, 0.98 * w * 1.06},
-		{6 * time.Second, 0.98 * w * 1.12},
-		{7 * time.Second, 0.98 * w * 1.12 * 2},
-	}
-	for _, tt := range tests {
-		g.mu.Lock()
-		got := g.curve(at(5*time.Second + tt.after))
-		g.mu.Unlock()
-		assert.InDelta(t, tt.want, got, 0.01, "%v after the event", tt.after)
-	}
+	g.Update(at(0), true)
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true) // W = 100, probing on
+	rate := g.Rate()
+	sent(g, outcomeFailed, g.sending(), 2*time.Second, 12*time.Second, 1000)
+	assert.InDelta(t, rate, g.Rate(), 1e-9)
+	feed(g, 12*time.Second, 13*time.Second, 100)
+	g.Update(at(13*time.Second), true)
+	assert.InDelta(t, 100, g.Limit(), 1, "measured over the second the server answered")
 }
 
-func TestGentleNeverGrowsPastTwiceTheMeasuredRate(t *testing.T) {
+// Gentle never grows past twice the measured rate of responses once it has
+// measured the limit (a client that does not use its rate does not
+// inflate it), nor falls below 0.5 a second.
+func TestGentleBounds(t *testing.T) {
 	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second), true)
-	after := g.Rate()
-	feed(g, 5*time.Second, 30*time.Second, 250) // the client now sends 10 a second
-	assert.LessOrEqual(t, g.Rate(), gentleHold*g.Limit()+1e-9,
-		"the curve probes far above the hold; a client that does not use its rate does not probe")
-	assert.Greater(t, after, 0.0)
-}
+	g.Update(at(0), true)
+	assert.InDelta(t, gentleMinRate, g.Rate(), 1e-9, "nothing accepted: the least rate")
+	assert.Equal(t, gentleMinRate, g.Limit())
 
-func TestGentleMeasuresTheLimitAfterAPause(t *testing.T) {
-	// A token bucket of 40/s that paused the key 1s at the first event:
-	// when the key resumes above the limit and is throttled again, what the
-	// server accepted since the first event, pause included, is its limit.
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.UpdateThrottled(at(5*time.Second), time.Second)
-	feed(g, 6*time.Second, 7*time.Second, 80) // 40 saved in the pause + 40 refilled
-	g.UpdateThrottled(at(7*time.Second), time.Second)
-	assert.InDelta(t, 40, g.Limit(), 0.5)
-}
-
-func TestGentleMeasuresASpentWindow(t *testing.T) {
-	// A fixed window of 25 a second, refusing without a pause: the second
-	// event, soon after the first, sees what the window accepted.
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second+500*time.Millisecond), true) // a probe? no: a fall while holding would be later; this is the first
-	feed(g, 6*time.Second, 6*time.Second+300*time.Millisecond, 25)
-	g.Update(at(6*time.Second+600*time.Millisecond), true)
-	assert.InDelta(t, 25, g.Limit(), 0.5)
-}
-
-func TestGentleFallsFarWhenThrottledWhileHolding(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second), true)
-	feed(g, 5*time.Second, 8500*time.Millisecond, 340)
-	g.Update(at(8500*time.Millisecond), true) // 3.5s after: holding
-	assert.InDelta(t, 0.25*g.Limit(), g.Rate(), 0.5, "a quarter of the rate, then the climb")
-}
-
-func TestGentleTricklesWhileAWindowIsSpent(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second), true)
-	before := g.Rate()
-	for i := range gentleDead { // refused again and again, no pause
-		g.Update(at(5*time.Second+time.Duration(i+1)*20*time.Millisecond), true)
-	}
-	assert.InDelta(t, math.Max(gentleTrickle*before, gentleMinRate), g.Rate(), 0.01)
-	g.Update(at(5200*time.Millisecond), false) // the window opened again
-	assert.Greater(t, g.Rate(), before*0.9)
-}
-
-func TestGentleFindsALimitThatRose(t *testing.T) {
-	// Held at a limit of 25, then the server allows 100: the probe finds
-	// it within about 8 seconds of the last event.
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 125)
-	g.UpdateThrottled(at(5*time.Second), time.Second)
-	require.InDelta(t, 25, g.Limit(), 1)
-	now := 5 * time.Second
-	for now < 14*time.Second && g.Rate() < 90 {
-		rate, _, _ := g.observe(at(now), false, 0)
-		now += time.Duration(float64(time.Second) / rate)
-	}
-	assert.GreaterOrEqual(t, g.Rate(), 90.0)
-	assert.LessOrEqual(t, now-5*time.Second, 9*time.Second)
-}
-
-func TestWindowCountsTheLastSecond(t *testing.T) {
-	var w window
-	for i := range 30 {
-		w.add(at(time.Duration(i) * 100 * time.Millisecond).UnixNano()) // 10 a second for 3s
-	}
-	assert.InDelta(t, 10, w.sum(at(3*time.Second).UnixNano()), 1e-9)
-	// Between tenths of a second, the oldest slot counts for the share of
-	// it the second still covers.
-	assert.InDelta(t, 9.5, w.sum(at(3050*time.Millisecond).UnixNano()), 1e-9)
-	assert.InDelta(t, 10.5, w.sum(at(2950*time.Millisecond).UnixNano()), 1e-9)
-	assert.Zero(t, w.sum(at(10*time.Second).UnixNano()), "old slots do not count")
+	g = NewGentle(epoch)
+	g.Update(at(0), true)
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true)
+	feed(g, 2*time.Second, 3*time.Second, 100)
+	g.Update(at(3*time.Second), true)          // the same limit: held 8 s, then a probe
+	feed(g, 3*time.Second, 60*time.Second, 57) // the client sends 1 a second
+	assert.LessOrEqual(t, g.Rate(), 99.0, "no higher than it was: the probe's curve is far above")
 }
 
 func TestAIMD(t *testing.T) {
@@ -219,110 +217,4 @@ func TestAIMD(t *testing.T) {
 		a.Update(at(12*time.Second+time.Duration(i)*time.Second), true)
 	}
 	assert.Equal(t, cubicMinFillRate, a.Rate(), "never below 0.5/s")
-}
-
-// Throttled within the first second, what the server accepted so far is
-// only a floor (it may accept that much every fraction of a second):
-// Gentle probes from it at once, doubling every second.
-func TestGentleProbesFromAFloorAtTheStart(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 2*time.Millisecond, 5) // a bucket of 5, emptied at once
-	g.UpdateThrottled(at(3*time.Millisecond), time.Second)
-	require.True(t, g.Enabled())
-	assert.InDelta(t, 5, g.Limit(), 1e-9, "the floor")
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	crept := gentleHold * 5 * (1 + gentleCreep*gentleCreepFor)
-	assert.InDelta(t, crept, g.curve(at(3*time.Millisecond)), 1e-9, "the probe's fast phase, from the floor")
-	assert.InDelta(t, 4*crept, g.curve(at(2*time.Second+3*time.Millisecond)), 1e-9)
-}
-
-// What the server accepts at once when a pause ends is what it saved
-// during the pause: the rate it shows only if its bucket holds a pause's
-// worth. Gentle takes it as a floor and probes from it, where a bucket
-// that kept accepting for the following second would have measured the
-// limit (TestGentleMeasuresTheLimitAfterAPause).
-func TestGentleReadsABurstAfterAPauseAsAFloor(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.UpdateThrottled(at(5*time.Second), time.Second)
-	feed(g, 6*time.Second, 6*time.Second+5*time.Millisecond, 5) // a bucket of 5
-	g.UpdateThrottled(at(6*time.Second+10*time.Millisecond), time.Second)
-	w := g.Limit()
-	assert.InDelta(t, 5/1.01, w, 1e-9)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	assert.InDelta(t, 2*gentleHold*w*(1+gentleCreep*gentleCreepFor), g.curve(at(7*time.Second+10*time.Millisecond)), 1e-9,
-		"a second later, the rate has doubled")
-}
-
-// run drives g against a server that accepts up to limit(now) requests a
-// second and throttles a client above it, asking for a pause (none if 0),
-// from start for d, the client sending at g's rate. It returns the
-// instants of the congestion events.
-func run(g *Gentle, start, d time.Duration, limit func(time.Duration) float64, pause time.Duration) []time.Duration {
-	var events []time.Duration
-	for now := start; now < start+d; {
-		rate := g.Rate()
-		if rate > limit(now) {
-			g.observe(at(now), true, pause)
-			events = append(events, now)
-			now += max(pause, gentleCooldown)
-			continue
-		}
-		g.observe(at(now), false, 0)
-		now += time.Duration(float64(time.Second) / rate)
-	}
-	return events
-}
-
-func gaps(events []time.Duration) []float64 {
-	var gaps []float64
-	for i := 1; i < len(events); i++ {
-		gaps = append(gaps, (events[i] - events[i-1]).Seconds())
-	}
-	return gaps
-}
-
-// A probe that costs a pause and finds nothing new makes the next one
-// wait twice as long, up to 16 s; a probe that finds the limit risen
-// brings the wait back to 2 s. Probes that cost no pause come after a hold
-// of 1 s.
-func TestGentlePatience(t *testing.T) {
-	g := NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.UpdateThrottled(at(5*time.Second), time.Second) // W = 100, the true limit
-	flat := func(time.Duration) float64 { return 100 }
-	events := append([]time.Duration{5 * time.Second}, run(g, 5*time.Second, 80*time.Second, flat, time.Second)...)
-	// From one event to the next: the climb (2 s), the hold, and the
-	// creep until it passes the limit (1/0.98 = 1 + 0.06·t: 0.34 s).
-	creep := (1/gentleHold - 1) / gentleCreep
-	want := []float64{2, 4, 8, 16, 16}
-	require.GreaterOrEqual(t, len(events), len(want)+1, "events at %v", events)
-	for i, hold := range want {
-		assert.InDelta(t, gentleClimb+hold+creep, gaps(events)[i], 0.05, "probe %d", i+1)
-	}
-
-	risen := func(now time.Duration) float64 {
-		if now > events[len(events)-1]+time.Second {
-			return 200
-		}
-		return 100
-	}
-	last := events[len(events)-1]
-	more := run(g, last+time.Second, 60*time.Second, risen, time.Second)
-	require.GreaterOrEqual(t, len(more), 2)
-	assert.Greater(t, g.Limit(), 190.0, "the probes found the limit risen")
-	// The probe that found the limit risen (after a hold of 16 s) brought
-	// the hold back to 2 s: the next probe passes the creep (2 s) and
-	// doubles from there.
-	assert.Greater(t, more[0]-last, 16*time.Second)
-	assert.Less(t, gaps(more)[0], gentleClimb+gentleWait+gentleCreepFor+1)
-
-	g = NewGentle(epoch)
-	feed(g, 0, 5*time.Second, 500)
-	g.Update(at(5*time.Second), true)
-	events = run(g, 5*time.Second, 30*time.Second, flat, 0)
-	gs := gaps(events)
-	assert.InDelta(t, gentleClimb+1+creep, gs[len(gs)-1], 0.05, "no pause: a hold of 1 s")
 }

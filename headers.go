@@ -22,6 +22,11 @@ type Signals struct {
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 
+	// RetryAfterSlack is how far from the server's true delay RetryAfter
+	// may be, either way: a second when it counts whole seconds (or is a
+	// date), 0 when it counts milliseconds or has a fraction.
+	RetryAfterSlack time.Duration
+
 	// Quota is the most constraining quota the response reports: an
 	// exhausted one with the latest reset, or else the request quota with
 	// the least remaining per second until its reset.
@@ -47,7 +52,7 @@ type Quota struct {
 	Limit     float64       // units allowed per window; 0 if not given
 	Remaining float64       // units left before Reset
 	Reset     time.Time     // when the quota is renewed; zero if not given
-	Slack     time.Duration // how much later than the true renewal Reset may be (it counts whole seconds)
+	Slack     time.Duration // how far from the true renewal, either way, Reset may be (it counts whole seconds)
 	Window    time.Duration // the window's length; 0 if not given
 	Policy    string        // the policy's or dimension's name; "" if none
 	Unit      string        // "" for requests; "tokens", "content-bytes", …
@@ -82,7 +87,8 @@ const epochThreshold = 1704067200
 //     RateLimit-Limit, -Remaining and -Reset;
 //   - X-RateLimit-* and X-Rate-Limit-* (GitHub, GitLab, Twitter/X, Reddit,
 //     Discord with Reset-After, Bucket and Global; parallel lists with
-//     X-RateLimit-Policy);
+//     X-RateLimit-Policy; the window in seconds in X-Rate-Limit-Duration,
+//     as tollbooth sends it);
 //   - OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}, whose
 //     resets are durations (6m0s, 1s, 20ms);
 //   - Anthropic's anthropic-ratelimit-*-{limit,remaining,reset}, whose
@@ -120,6 +126,7 @@ type reading struct {
 	retryAfter, retryAfterMs, xRetryAfter   string
 	ietf, ietfPolicy                        []string
 	limit, remaining, reset, resetAfter     string // X-RateLimit-*, X-Rate-Limit-*, RateLimit-* (older drafts)
+	duration                                string // X-Rate-Limit-Duration (tollbooth): the window, in seconds
 	policy, bucket, resource, global, scope string
 	openai                                  [2][3]string // requests, tokens × limit, remaining, reset
 	anthropic                               [4][3]string // requests, tokens, input-tokens, output-tokens × …
@@ -152,6 +159,8 @@ func (r *reading) take(name string, values []string) bool {
 		r.reset = v
 	case "X-Ratelimit-Reset-After":
 		r.resetAfter = v
+	case "X-Rate-Limit-Duration", "X-Ratelimit-Duration":
+		r.duration = v
 	case "X-Ratelimit-Policy":
 		r.policy = v
 	case "X-Ratelimit-Bucket":
@@ -220,12 +229,16 @@ func (r *reading) signals(now time.Time) Signals {
 		s.RetryAfter, s.HasRetryAfter = millis(r.retryAfterMs)
 	}
 	if !s.HasRetryAfter && r.retryAfter != "" {
-		s.RetryAfter, s.HasRetryAfter = retryAfterValue(r.retryAfter, now)
+		s.RetryAfter, s.HasRetryAfter = retryAfterValue(r.retryAfter, now, skew)
+		s.RetryAfterSlack = wholeSlack(strings.TrimSpace(r.retryAfter))
 	}
 	if !s.HasRetryAfter && r.xRetryAfter != "" {
-		if t, _, ok := parseInstant(r.xRetryAfter, now, skew); ok {
-			s.RetryAfter, s.HasRetryAfter = max(t.Sub(now), 0), true
+		if t, slack, ok := parseInstant(strings.TrimSpace(r.xRetryAfter), now, skew); ok {
+			s.RetryAfter, s.HasRetryAfter, s.RetryAfterSlack = max(t.Sub(now), 0), true, slack
 		}
+	}
+	if !s.HasRetryAfter {
+		s.RetryAfterSlack = 0
 	}
 	if age, ok := parseDecimal(strings.TrimSpace(r.age)); ok && age > 0 {
 		s.Cached = true
@@ -265,23 +278,36 @@ func (r *reading) signals(now time.Time) Signals {
 }
 
 // skew returns how far the server's clock, by its Date, is ahead of ours,
-// or 0 if the response has no Date. Date counts whole seconds, so this is
-// a lower bound: times the server states, moved by it, are at most a
-// second late and never early. Date is read only when such a time was sent.
+// in whole seconds, or 0 if the response has no Date. Date counts whole
+// seconds, truncated, so a clock in step with ours shows a Date up to a
+// second behind, and one a fraction of a second off shows it either side
+// of ours by turns: a Date within a second of ours, beyond its truncation,
+// is a clock in step, and its skew is 0, so that the times a server states
+// stay put from one response to the next. A larger difference is rounded
+// up to the second. Times the server states, moved by it, are off by less
+// than a second either way. Date is read only when such a time was sent.
 func (r *reading) skew(now time.Time) (time.Duration, bool) {
 	absolute := func(v string) bool { // not a small number of seconds
 		v = strings.TrimSpace(v)
 		f, ok := parseDecimal(v)
 		return v != "" && (!ok || f >= epochThreshold)
 	}
-	if r.date == "" || !(absolute(r.reset) || absolute(r.xRetryAfter) || r.anthropic != [4][3]string{}) {
+	if r.date == "" || !(absolute(r.reset) || absolute(r.xRetryAfter) || absolute(r.retryAfter) || r.anthropic != [4][3]string{}) {
 		return 0, false
 	}
-	d, err := http.ParseTime(strings.TrimSpace(r.date))
+	d, err := parseHTTPDate(strings.TrimSpace(r.date))
 	if err != nil {
 		return 0, false
 	}
-	return d.Sub(now), true
+	skew := d.Sub(now)
+	if skew > -2*time.Second && skew < time.Second {
+		return 0, true
+	}
+	whole := skew.Truncate(time.Second)
+	if whole < skew {
+		whole += time.Second
+	}
+	return whole, true
 }
 
 // ietfQuotas reads the IETF draft-10 RateLimit and RateLimit-Policy lists,
@@ -408,11 +434,16 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 	}
 	var found quotas
 	limits, remainings, resets, policies := r.limit, r.remaining, r.reset, r.policy
+	single := strings.IndexByte(remainings, ',') < 0
 	for remainings != "" {
 		var rem, lim, res, pol string
 		rem, remainings, _ = strings.Cut(remainings, ",")
 		lim, limits, _ = strings.Cut(limits, ",")
-		res, resets, _ = strings.Cut(resets, ",")
+		if single {
+			res = resets // an HTTP-date has a comma of its own
+		} else {
+			res, resets, _ = strings.Cut(resets, ",")
+		}
 		pol, policies, _ = strings.Cut(policies, ",")
 		remaining, ok := parseDecimal(strings.TrimSpace(rem))
 		if !ok {
@@ -428,6 +459,9 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 			if w, _, ok := paramSeconds(params, "w"); ok {
 				q.Window = w
 			}
+		}
+		if f, ok := parseDecimal(strings.TrimSpace(r.duration)); ok && q.Window == 0 {
+			q.Window, _ = seconds(f)
 		}
 		if !resetAfter.IsZero() {
 			q.Reset, q.Slack = resetAfter, resetAfterSlack
@@ -490,12 +524,16 @@ func (qs *quotas) binding(now time.Time) (Quota, bool) {
 	return qs.q[best], true
 }
 
-// retryAfterValue reads a Retry-After value received at now (RFC 9110
-// §10.2.3): delta-seconds, also fractional ("2.5"), or an HTTP-date in any
-// of the three formats of [http.ParseTime]. A date in the past gives 0. It
-// reports false for garbage, negative values, and values too large for a
-// time.Duration.
-func retryAfterValue(v string, now time.Time) (time.Duration, bool) {
+// retryAfterValue reads a Retry-After value received at now from a server
+// whose clock is skew ahead of ours (RFC 9110 §10.2.3): delta-seconds, also
+// fractional ("2.5"), or an HTTP-date in any of the three formats of
+// [http.ParseTime], which is a time by the server's clock, as its Date is.
+// A date in the past gives 0. A
+// well-formed value too large for a time.Duration (a date in the year 9999)
+// means "not before then": it saturates to the longest Duration, which is
+// over any WithMaxRetryAfter. It reports false for garbage and negative
+// values.
+func retryAfterValue(v string, now time.Time, skew time.Duration) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
@@ -503,15 +541,14 @@ func retryAfterValue(v string, now time.Time) (time.Duration, bool) {
 	if d, ok := parseSeconds(v); ok {
 		return d, true
 	}
-	t, err := http.ParseTime(v)
+	if isDecimal(v) {
+		return math.MaxInt64, true // overflows a Duration
+	}
+	t, err := parseHTTPDate(v)
 	if err != nil {
 		return 0, false
 	}
-	d := t.Sub(now)
-	if d == math.MaxInt64 { // Time.Sub saturates: the date is out of range
-		return 0, false
-	}
-	return max(d, 0), true
+	return max(t.Add(-skew).Sub(now), 0), true // Time.Sub saturates
 }
 
 // parseInstant reads a reset instant: a Unix time (at least
@@ -542,14 +579,15 @@ func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, sla
 		}
 		return time.Time{}, 0, false
 	}
-	if t, err := http.ParseTime(v); err == nil {
+	if t, err := parseHTTPDate(v); err == nil {
 		return t.In(now.Location()).Add(-skew), time.Second, true
 	}
 	return time.Time{}, 0, false
 }
 
 // stateSlack is the slack of a time stated by the server's clock: a second
-// if it counts whole seconds or was moved by the skew from Date.
+// if it counts whole seconds (truncated or rounded) or was moved by the
+// skew from Date.
 func stateSlack(whole bool, skew time.Duration) time.Duration {
 	if whole || skew != 0 {
 		return time.Second
@@ -581,13 +619,18 @@ func paramSeconds(params, name string) (d time.Duration, raw string, ok bool) {
 	return d, raw, ok
 }
 
-// millis reads a non-negative number of milliseconds, fractions allowed.
+// millis reads a non-negative number of milliseconds, fractions allowed;
+// one too large for a Duration saturates, as in retryAfterValue.
 func millis(v string) (time.Duration, bool) {
-	f, ok := parseDecimal(strings.TrimSpace(v))
-	if !ok || f/1000 > maxSeconds {
-		return 0, false
+	v = strings.TrimSpace(v)
+	f, ok := parseDecimal(v)
+	switch {
+	case ok && f/1000 <= maxSeconds:
+		return time.Duration(f * float64(time.Millisecond)), true
+	case ok || isDecimal(v):
+		return math.MaxInt64, true
 	}
-	return time.Duration(f * float64(time.Millisecond)), true
+	return 0, false
 }
 
 // maxSeconds is the most seconds a time.Duration holds, in round terms.
@@ -658,6 +701,38 @@ func parseSeconds(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(d), true
+}
+
+// parseHTTPDate reads an HTTP-date as [http.ParseTime] does, and also the
+// dates some servers write with Go's time.RFC1123, whose zone is "UTC"
+// where HTTP says "GMT" (sethvargo/go-limiter's reset and Retry-After).
+func parseHTTPDate(v string) (time.Time, error) {
+	t, err := http.ParseTime(v)
+	if err != nil {
+		if rest, ok := strings.CutSuffix(v, " UTC"); ok {
+			if t, err2 := http.ParseTime(rest + " GMT"); err2 == nil {
+				return t, nil
+			}
+		}
+	}
+	return t, err
+}
+
+// isDecimal reports whether s is digits with at most one inner dot ("12",
+// "1.5"), of any length: a number as parseDecimal and parseSeconds read it,
+// whether or not it fits their ranges.
+func isDecimal(s string) bool {
+	whole, frac, dot := strings.Cut(s, ".")
+	return allDigits(whole) && (!dot || allDigits(frac))
+}
+
+func allDigits(s string) bool {
+	for i := range len(s) {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // splitParams splits "100;w=60" into "100" and ";w=60", trimmed.

@@ -35,8 +35,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Sun, 22 Nov 2026 12:01:30 GMT", 90 * time.Second, true},
 		{"Sunday, 22-Nov-26 12:01:30 GMT", 90 * time.Second, true},
 		{"Sun Nov 22 12:01:30 2026", 90 * time.Second, true},
-		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},  // in the past: now
-		{"Fri, 31 Dec 9999 23:59:59 GMT", 0, false}, // beyond a Duration's 292 years
+		{"Sun, 22 Nov 2026 12:01:30 UTC", 90 * time.Second, true}, // Go's time.RFC1123, as sethvargo/go-limiter writes it
+		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},                // in the past: now
+		{"Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64, true},    // beyond a Duration's 292 years: saturated
 		// ignored
 		{"", 0, false},
 		{" ", 0, false},
@@ -51,9 +52,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{"5s", 0, false},
 		{"NaN", 0, false},
 		{"Inf", 0, false},
-		{"9223372037", 0, false},           // over a Duration
-		{"9223372036.854775808", 0, false}, // one nanosecond over
-		{"99999999999999999999999999", 0, false},
+		// well formed, but over a Duration: "not before then", saturated
+		{"9223372037", math.MaxInt64, true},
+		{"9223372036.854775808", math.MaxInt64, true}, // one nanosecond over
+		{"99999999999999999999999999", math.MaxInt64, true},
 		{"Sun, 22 Nov 2026 12:01:30 PST", 0, false},
 		{"2026-11-22T12:01:30Z", 0, false},
 		{"soon", 0, false},
@@ -61,7 +63,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
-			got, ok := retryAfterValue(tt.give, testNow)
+			got, ok := retryAfterValue(tt.give, testNow, 0)
 			assert.Equal(t, tt.wantOK, ok)
 			if ok {
 				assert.Equal(t, tt.want, got)
@@ -80,14 +82,14 @@ func TestParseRetryAfterFirstValueCounts(t *testing.T) {
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, s := range []string{
 		"120", "0", "2.0", "1.5", " 7 ", "-1", "1e3", "", "9223372036", "9223372037",
-		"9223372036.854775807", "99999999999999999999", "0.0000000001",
+		"9223372036.854775807", "9223372036.8547757", "99999999999999999999", "2" + strings.Repeat("0", 320), "0.0000000001",
 		"Sun, 22 Nov 2026 12:01:30 GMT", "Sunday, 22-Nov-26 12:01:30 GMT", "Sun Nov 22 12:01:30 2026",
 		"Thu, 01 Jan 1970 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "soon", "1.", ".5",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := retryAfterValue(s, testNow)
+		d, ok := retryAfterValue(s, testNow, 0)
 		if !ok {
 			if d != 0 {
 				t.Fatalf("retryAfterValue(%q) = %v, false: want 0 with false", s, d)
@@ -98,9 +100,19 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("retryAfterValue(%q) = %v: negative", s, d)
 		}
 		v := strings.TrimSpace(s)
-		if f, err := strconv.ParseFloat(v, 64); err == nil && isDecimal(v) {
-			// The float is a looser oracle: it rounds where we truncate.
-			if diff := math.Abs(f*1e9 - float64(d)); diff > math.Max(1, f*1e9*1e-15) {
+		if isDecimal(v) {
+			f, _ := strconv.ParseFloat(v, 64) // +Inf when out of range
+			// The float is a looser oracle: it rounds where we truncate,
+			// and cannot tell the last nanoseconds before the longest
+			// Duration from those past it, which saturate to it.
+			tolerance := math.Max(1, f*1e9*1e-15)
+			if f*1e9 >= math.MaxInt64+tolerance {
+				if d != math.MaxInt64 {
+					t.Fatalf("retryAfterValue(%q) = %v: want the longest Duration", s, d)
+				}
+				return
+			}
+			if diff := math.Abs(f*1e9 - float64(d)); diff > tolerance {
 				t.Fatalf("retryAfterValue(%q) = %v, ParseFloat says %v s", s, d, f)
 			}
 			return
@@ -109,19 +121,4 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("retryAfterValue(%q) accepted neither seconds nor a date", s)
 		}
 	})
-}
-
-// isDecimal reports whether s is digits with at most one inner dot: the
-// delta-seconds form parseSeconds accepts.
-func isDecimal(s string) bool {
-	whole, frac, dot := strings.Cut(s, ".")
-	digits := func(p string) bool {
-		for i := range len(p) {
-			if p[i] < '0' || p[i] > '9' {
-				return false
-			}
-		}
-		return p != ""
-	}
-	return digits(whole) && (!dot || digits(frac))
 }

@@ -4,14 +4,11 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"testing"
 	"time"
-)
 
-// serverClockAhead is how far the header servers' clock runs ahead of the
-// suite's: fake time starts in 2000, when a Unix reset would read as
-// seconds from now, so the servers live in 2026 and say so in their Date,
-// and polite must correct for the skew.
-const serverClockAhead = 26 * 365 * 24 * time.Hour
+	"github.com/stretchr/testify/assert"
+)
 
 // windowHeaders is a fixed window of 10 seconds that tells its clients
 // their quota on every response, in a dialect:
@@ -24,8 +21,13 @@ const serverClockAhead = 26 * 365 * 24 * time.Hour
 //     Retry-After.
 //   - "openai": x-ratelimit-{limit,remaining,reset}-requests with the reset
 //     as a duration (3.25s, 850ms); a refusal is a 429 with retry-after-ms.
+//
+// Its windows start at offset past the whole second, as a window that
+// starts at a client's first request does: a reset stated in whole
+// seconds is then up to a second early.
 type windowHeaders struct {
 	dialect string
+	offset  time.Duration
 	window  time.Time
 	count   float64
 }
@@ -33,7 +35,7 @@ type windowHeaders struct {
 const headerWindow = 10 * time.Second
 
 func (w *windowHeaders) allow(now time.Time, perSecond float64) (bool, int, []string) {
-	if start := now.Truncate(headerWindow); !start.Equal(w.window) {
+	if start := now.Add(-w.offset).Truncate(headerWindow).Add(w.offset); !start.Equal(w.window) {
 		w.window, w.count = start, 0
 	}
 	limit := math.Round(perSecond * headerWindow.Seconds())
@@ -79,4 +81,27 @@ func (w *windowHeaders) allow(now time.Time, perSecond float64) (bool, int, []st
 		return false, http.StatusTooManyRequests, h
 	}
 	return true, 0, h
+}
+
+// githubWindow is a GitHub-style quota of 60 requests per 10-second
+// window, whose windows start 3.7 s past the whole second.
+var githubSixty = scenario{name: "github 60 per 10 s", limiter: func() limiter { return &windowHeaders{dialect: "github", offset: 3700 * time.Millisecond} },
+	schedule: []step{{0, 6}}, length: 120 * time.Second, steady: 3700*time.Millisecond + headerWindow, workers: 8, latency: 20 * time.Millisecond, headers: true}
+
+// A GitHub-style quota of 60 requests per 10-second window, stated in
+// X-RateLimit-* with epoch resets and refused by a 429 without
+// Retry-After: once the first window has shown the quota, no request is
+// refused, window after window.
+func TestGitHubWindowNoRefusalAfterFirst(t *testing.T) {
+	for _, offset := range []time.Duration{0, 370 * time.Millisecond, 3700 * time.Millisecond, 9990 * time.Millisecond} {
+		sc := githubSixty
+		sc.limiter = func() limiter { return &windowHeaders{dialect: "github", offset: offset} }
+		sc.steady = offset + headerWindow
+		for _, c := range []string{"polite", "polite-cubic", "polite-off"} {
+			r := sc.run(t, c, qualitySeed)
+			t.Logf("windows from %v, %s: %.1f%% of the quota, %.2f%% refused", offset, c, 100*r.utilization, 100*r.rejected)
+			assert.Zero(t, r.rejected, "%v %s", offset, c)
+			assert.GreaterOrEqual(t, r.utilization, 0.95, "%v %s", offset, c)
+		}
+	}
 }

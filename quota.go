@@ -1,12 +1,14 @@
 package polite
 
 import (
+	"math"
 	"sync"
 	"time"
 )
 
-// quotaMargin is the share of the server's remaining quota that pacing
-// leaves unused, against the rounding of the reset time.
+// quotaMargin is the share of the server's quota that pacing leaves
+// unused, against the rounding of its numbers and the jitter of the
+// network.
 const quotaMargin = 0.02
 
 // quotaHint is how long a key waits when its server reports its quota
@@ -14,72 +16,158 @@ const quotaMargin = 0.02
 // slow down, never a licence to hammer.
 const quotaHint = time.Second
 
-// serverQuota paces the requests of a key, or of every key whose server
-// names the same bucket, by what the server says is left of its quota:
-// with R requests left until a reset in T, requests go evenly at most R/T
-// a second (less a small margin), and none until the reset once R is
-// spent. Every response resyncs it. The server's own limit (a quota per
-// window) is a ceiling it never exceeds.
+// quotaCoarse is how many times the slack of its reset a time must be for
+// the reset to be counted down to: shorter than that, the rounding of the
+// reset is too large a part of it.
+const quotaCoarse = 4
+
+// serverQuota is polite's picture of a quota a server reports, for a key
+// or for every key whose server names the same bucket. Every response
+// resyncs it, and it paces requests by it:
+//
+//   - Its rate is the limit over the window: stated (a policy's w,
+//     X-Rate-Limit-Duration), or learnt from how the reset advances. A
+//     reset that stays put across responses ends a window, and when it
+//     moves on to the next one, the step is the window. The rate is a
+//     ceiling from then on, less quotaMargin, whether the server counts
+//     in windows or refills a bucket; and it is what the key's controller
+//     takes for the server's limit.
+//   - What is left until the reset is counted down when the reset is far
+//     against its rounding: a window, or a time to the reset, of at least
+//     quotaCoarse times its slack, or, the window unknown, a reset that
+//     stays put and was once that far. This suits long windows, and quotas
+//     shared with other clients. What is left is spent evenly by the
+//     earliest the renewal may come; once it is spent, nothing goes until
+//     the reset, and if it is still spent then, until the latest the
+//     renewal may come. A reset within its rounding (a 1-second window
+//     stated in whole seconds, a token bucket's time to refill) says too
+//     little: such a quota paces at its rate, and its throttles speak for
+//     it.
 type serverQuota struct {
 	// mu guards the fields below.
 	mu       sync.Mutex
-	resetAt  time.Time     // when the quota renews; zero when nothing is known
-	slack    time.Duration // how much later than the true renewal resetAt may be
-	left     float64       // requests that may still go before resetAt
+	limit    float64       // the server's limit per window; 0 if unknown
+	window   time.Duration // the window, stated or learnt; 0 if unknown
+	stated   bool          // the server stated the window
+	last     time.Time     // the reset of the last response
+	put      bool          // last was stated by two responses in a row: it ends a window
+	prev     time.Time     // the last reset before it that two responses in a row stated
+	far      bool          // last was once at least quotaCoarse times its slack ahead
+	resetAt  time.Time     // when the quota renews, if what is left is counted down; zero if not
+	slack    time.Duration // how far from resetAt, either way, the renewal may come
+	left     float64       // requests that may still go before the renewal, if counted
 	next     time.Time     // the earliest the next request may go
-	ceiling  float64       // the server's limit per second; 0 if unknown
 	inflight int           // requests sent against the quota and not answered yet
 }
 
-// sync takes what a response received at now says of the quota. The
-// requests still in flight are not in the server's count yet.
-func (q *serverQuota) sync(now time.Time, quota Quota) {
+// sync takes what a response received at now says of the quota, and
+// returns the quota's rate, its limit over its window in requests per
+// second (0 if unknown). The requests still in flight are not in the
+// server's count yet.
+func (q *serverQuota) sync(now time.Time, quota Quota) float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if quota.Limit > 0 && quota.Window > 0 {
-		q.ceiling = quota.Limit / quota.Window.Seconds()
+	if quota.Limit > 0 {
+		q.limit = quota.Limit
+	}
+	if quota.Window > 0 {
+		q.window, q.stated = quota.Window, true
+	}
+	q.learn(quota.Reset)
+	ahead := quota.Reset.Sub(now)
+	far := ahead >= quotaCoarse*quota.Slack
+	q.far = q.far || far
+	counted := quota.Slack == 0 || far || q.put && q.far
+	if q.window > 0 {
+		counted = q.window >= quotaCoarse*quota.Slack
 	}
 	switch {
-	case quota.Reset.After(now):
-		// A reset far ahead is a hint, not a sentence: it holds at most
+	case !counted:
+		q.resetAt = time.Time{} // only the rate paces
+	case ahead > 0:
+		// One far ahead is a hint, not a sentence: it holds at most
 		// maxPause, as a server's pause does.
 		q.resetAt, q.slack = minTime(quota.Reset, now.Add(maxPause)), quota.Slack
 		q.left = quota.Remaining - float64(q.inflight)
+	case quota.Remaining < 1 && !quota.Reset.IsZero() && ahead > -quota.Slack:
+		// Spent, and the reset has come: the renewal is late, by at most
+		// the reset's slack.
+		q.resetAt, q.slack, q.left = quota.Reset.Add(quota.Slack), 0, 0
 	case quota.Remaining < 1:
-		q.resetAt, q.left = now.Add(quotaHint), 0
+		q.resetAt, q.slack, q.left = now.Add(quotaHint), 0, 0
 	default:
-		q.resetAt, q.left = time.Time{}, 0 // no usable reset: no pacing
+		q.resetAt = time.Time{} // renewed, with no reset ahead: only the rate paces
 	}
+	return q.rateLocked()
+}
+
+// learn learns the window from reset, the reset a response stated: the
+// step from a reset that two responses in a row stated to the next one
+// that two did. Resets that move with every response (a time to refill, a
+// constant "1") never stay put, and teach nothing; nor does one response
+// whose reset is off by the rounding of its Date. The shortest step is the
+// window: a window with no request in it, or a truncated reset, makes a
+// longer one. It requires q.mu held.
+func (q *serverQuota) learn(reset time.Time) {
+	switch {
+	case reset.IsZero() || q.put && reset.Equal(q.last):
+		return
+	case !reset.Equal(q.last):
+		q.last, q.put, q.far = reset, false, false
+		return
+	}
+	q.put = true
+	if step := reset.Sub(q.prev); !q.prev.IsZero() && step > 0 && step <= maxPause && !q.stated &&
+		(q.window == 0 || step < q.window) {
+		q.window = step
+	}
+	q.prev = reset
+}
+
+// rateLocked returns the server's rate, its limit over its window; 0 if
+// unknown. It requires q.mu held.
+func (q *serverQuota) rateLocked() float64 {
+	if q.limit <= 0 || q.window <= 0 {
+		return 0
+	}
+	return q.limit / q.window.Seconds()
 }
 
 // reserve takes a place for a request at now and returns how long it must
 // wait for it. spent reports a wait until the quota renews, which is the
 // server's to ask for, rather than even pacing; then no place is taken,
-// and the caller reserves again once it has waited. A caller that does not
-// send after all gives a place it took back with release.
+// and the caller reserves again once it has waited. A place taken counts
+// as a request in flight from then on (what the server says of its quota
+// meanwhile does not know of it), until answered; a caller that does not
+// send after all gives it back with release, saying whether it was
+// counted down (took).
 func (q *serverQuota) reserve(now time.Time) (wait time.Duration, spent, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.resetAt.IsZero() || !now.Before(q.resetAt) {
-		q.resetAt = time.Time{} // renewed, or never known: only the ceiling holds
-		return q.space(now, q.ceiling), false, false
+	ceiling := q.rateLocked() * (1 - quotaMargin)
+	if q.resetAt.IsZero() {
+		q.inflight++
+		return q.space(now, ceiling), false, false
 	}
 	if q.left < 1 {
-		return q.resetAt.Sub(now), true, false
+		if now.Before(q.resetAt) {
+			return q.resetAt.Sub(now), true, false // spent until the renewal
+		}
+		q.resetAt = time.Time{} // renewed: the next response tells how much
+		q.inflight++
+		return q.space(now, ceiling), false, false
 	}
-	// Aim to spend what is left by the likeliest true renewal, half the
-	// slack before resetAt: never more than left goes before resetAt, so
-	// aiming early risks a short idle wait, never a refusal.
-	aim := q.resetAt.Sub(now) - q.slack/2
-	if aim <= 0 {
-		q.left--
-		return q.space(now, q.ceiling), false, true
-	}
-	rate := q.left / aim.Seconds() * (1 - quotaMargin)
-	if q.ceiling > 0 {
-		rate = min(rate, q.ceiling)
+	// Spend what is left evenly by the earliest the renewal may come; from
+	// then on, at the ceiling, counting down what is left.
+	rate := ceiling
+	if aim := q.resetAt.Sub(now) - q.slack; aim > 0 {
+		rate = q.left / aim.Seconds() * (1 - quotaMargin)
+		if ceiling > 0 {
+			rate = min(rate, ceiling)
+		}
 	}
 	q.left--
+	q.inflight++
 	return q.space(now, rate), false, true
 }
 
@@ -88,7 +176,7 @@ func (q *serverQuota) reserve(now time.Time) (wait time.Duration, spent, took bo
 func (q *serverQuota) peek(at time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.left < 1 && at.Before(q.resetAt) { // spent until a reset still ahead
+	if q.left < 1 && at.Before(q.resetAt) { // spent until a renewal still ahead
 		return q.resetAt.Sub(at)
 	}
 	return max(q.next.Sub(at), 0)
@@ -99,7 +187,7 @@ func (q *serverQuota) peek(at time.Time) time.Duration {
 func (q *serverQuota) exhaust(until time.Time) {
 	q.mu.Lock()
 	if until.After(q.resetAt) || q.left >= 1 {
-		q.resetAt, q.left = until, 0
+		q.resetAt, q.slack, q.left = until, 0, 0
 	}
 	q.mu.Unlock()
 }
@@ -107,7 +195,7 @@ func (q *serverQuota) exhaust(until time.Time) {
 // space returns the wait for the next slot at rate per second, and takes
 // it. A rate of 0 spaces nothing. It requires q.mu held.
 func (q *serverQuota) space(now time.Time, rate float64) time.Duration {
-	if rate <= 0 {
+	if rate <= 0 || math.IsInf(rate, 1) {
 		return 0
 	}
 	slot := q.next
@@ -119,20 +207,17 @@ func (q *serverQuota) space(now time.Time, rate float64) time.Duration {
 }
 
 // release gives back a place that reserve took for a request that was not
-// sent.
-func (q *serverQuota) release() {
+// sent; took is what reserve said.
+func (q *serverQuota) release(took bool) {
 	q.mu.Lock()
-	q.left++
+	if took {
+		q.left++
+	}
+	q.inflight = max(q.inflight-1, 0)
 	q.mu.Unlock()
 }
 
-// sent counts a request in flight; answered counts its end.
-func (q *serverQuota) sent() {
-	q.mu.Lock()
-	q.inflight++
-	q.mu.Unlock()
-}
-
+// answered counts the end of a request that reserve let go.
 func (q *serverQuota) answered() {
 	q.mu.Lock()
 	q.inflight = max(q.inflight-1, 0)

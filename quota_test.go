@@ -43,9 +43,8 @@ func TestQuotaSpentWaitsForTheReset(t *testing.T) {
 
 func TestQuotaCountsRequestsInFlight(t *testing.T) {
 	var q serverQuota
-	q.sent()
-	q.sent()
-	q.sent() // three requests out when the answer to an earlier one says 3 left
+	drain(&q, epoch, 3) // three requests out when the answer to an earlier one says 3 left
+	assert.Equal(t, 3, q.inflight)
 	q.sync(epoch, Quota{Remaining: 3, Reset: at(10 * time.Second)})
 	_, spent, _ := q.reserve(epoch)
 	assert.True(t, spent, "the three in flight will take them")
@@ -58,20 +57,100 @@ func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 	// Plenty left, but the server's limit is 10 a second.
 	q.sync(epoch, Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
 	waits := drain(&q, epoch, 3)
-	assert.InDelta(t, 0.1, waits[1].Seconds(), 1e-9)
-	assert.InDelta(t, 0.2, waits[2].Seconds(), 1e-9)
+	gap := 0.1 / (1 - quotaMargin)
+	assert.InDelta(t, gap, waits[1].Seconds(), 1e-9)
+	assert.InDelta(t, 2*gap, waits[2].Seconds(), 1e-9)
 	// The ceiling outlives the reset.
 	waits = drain(&q, at(2*time.Second), 2)
-	assert.InDelta(t, 0.1, (waits[1] - waits[0]).Seconds(), 1e-9)
+	assert.InDelta(t, gap, (waits[1] - waits[0]).Seconds(), 1e-9)
 }
 
+// A reset known to the second may come up to a second early or late:
+// pacing spends what is left by the earliest; once it is spent nothing goes
+// until the reset, and if the server still says spent then, until the
+// latest.
 func TestQuotaAimsBeforeASlackReset(t *testing.T) {
-	// A reset known to the second may be up to a second late: pacing aims
-	// half a second before it.
 	var q serverQuota
 	q.sync(epoch, Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
 	waits := drain(&q, epoch, 2)
-	assert.InDelta(t, 9.5/9/(1-quotaMargin), waits[1].Seconds(), 1e-3)
+	assert.InDelta(t, 9.0/9/(1-quotaMargin), waits[1].Seconds(), 1e-3)
+	drain(&q, epoch, 7)
+	wait, spent, _ := q.reserve(epoch)
+	assert.True(t, spent)
+	assert.Equal(t, 10*time.Second, wait, "until the reset")
+
+	q.sync(at(10*time.Second), Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
+	wait, spent, _ = q.reserve(at(10 * time.Second))
+	assert.True(t, spent)
+	assert.Equal(t, time.Second, wait, "still spent at the reset: until the latest")
+}
+
+// A window within the rounding of its reset (one second, stated in whole
+// seconds) paces at the limit over the window, and what is left of it is
+// not counted down: a token bucket's level, or a second's count, says too
+// little.
+func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
+	var q serverQuota
+	q.sync(epoch, Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
+	waits := drain(&q, epoch, 10)
+	gap := 0.01 / (1 - quotaMargin)
+	for i, w := range waits {
+		assert.InDelta(t, float64(i)*gap, w.Seconds(), 1e-6, "request %d", i)
+	}
+
+	// Unstated, the window is the step of a reset that stayed put to the
+	// next; a reset never far against its rounding is not counted down.
+	q = serverQuota{}
+	for i, d := range []time.Duration{0, 100, 200, 800, 900, 950} {
+		now := at(d * time.Millisecond)
+		reset := at(time.Duration(1+i/3) * time.Second)
+		q.sync(now, Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
+	}
+	assert.Equal(t, time.Second, q.window)
+	wait, spent, _ := q.reserve(at(950 * time.Millisecond))
+	assert.False(t, spent, "a spent 1-second window says too little to hold the key")
+	assert.Zero(t, wait)
+}
+
+// A reset in whole seconds that moves with every response (a token
+// bucket's time to refill, rounded up) ends no window: its limit (a
+// burst, for such a server) gives no ceiling.
+func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
+	var q serverQuota
+	for i := range 5 {
+		now := at(time.Duration(i) * 10 * time.Millisecond)
+		q.sync(now, Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
+	}
+	assert.Zero(t, q.window)
+	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
+}
+
+// A window is learnt from the step between resets that stay put; the
+// shortest step is the window (a window without requests, or truncated
+// resets, make longer ones), and the limit over it paces the key once the
+// quota is renewed.
+func TestQuotaLearnsTheWindow(t *testing.T) {
+	var q serverQuota
+	step := func(d time.Duration, remaining float64, reset time.Duration) {
+		q.sync(at(d), Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
+	}
+	step(0, 31, 4*time.Second)
+	step(time.Second, 30, 4*time.Second)
+	step(5*time.Second, 59, 15*time.Second)
+	assert.Zero(t, q.window, "one response is not enough: its Date may be a second off")
+	step(6*time.Second, 58, 15*time.Second)
+	assert.Equal(t, 11*time.Second, q.window)
+	step(16*time.Second, 59, 25*time.Second)
+	step(16500*time.Millisecond, 58, 26*time.Second) // a Date a second off
+	step(17*time.Second, 57, 25*time.Second)
+	step(17500*time.Millisecond, 56, 25*time.Second)
+	assert.Equal(t, 10*time.Second, q.window, "the shortest step, and no step of a second")
+	step(46*time.Second, 59, 55*time.Second)
+	step(47*time.Second, 58, 55*time.Second)
+	assert.Equal(t, 10*time.Second, q.window, "a longer step after an idle spell")
+	q.exhaust(at(60 * time.Second))
+	waits := drain(&q, at(60*time.Second), 2)
+	assert.InDelta(t, 10.0/60/(1-quotaMargin), waits[1].Seconds(), 1e-6)
 }
 
 func TestQuotaReleaseGivesBack(t *testing.T) {
@@ -81,7 +160,7 @@ func TestQuotaReleaseGivesBack(t *testing.T) {
 	assert.True(t, took)
 	_, spent, _ := q.reserve(epoch)
 	assert.True(t, spent)
-	q.release()
+	q.release(took)
 	_, spent, _ = q.reserve(epoch)
 	assert.False(t, spent)
 }

@@ -32,15 +32,15 @@ func TestParseSignalsVectors(t *testing.T) {
 		want Signals
 	}{
 		{1, "delay-seconds", headers("Retry-After", "120"),
-			Signals{RetryAfter: 120 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 120 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{2, "IMF-fixdate", headers("Retry-After", "Thu, 01 Jan 2026 00:00:30 GMT"),
-			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{3, "RFC 850", headers("Retry-After", "Thursday, 01-Jan-26 00:00:30 GMT"),
-			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{4, "asctime", headers("Retry-After", "Thu Jan  1 00:00:30 2026"),
-			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{5, "past date", headers("Retry-After", "Wed, 31 Dec 2025 23:59:00 GMT"),
-			Signals{RetryAfter: 0, HasRetryAfter: true}},
+			Signals{RetryAfter: 0, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{6, "float", headers("Retry-After", "2.0"),
 			Signals{RetryAfter: 2 * time.Second, HasRetryAfter: true}},
 		{7, "garbage", headers("Retry-After", "soon"), Signals{}},
@@ -64,7 +64,7 @@ func TestParseSignalsVectors(t *testing.T) {
 			Signals{Quota: Quota{Limit: 65535, Window: 10 * time.Second, Remaining: 300, Policy: "peruser", Unit: "content-bytes"},
 				HasQuota: true, Bucket: ":sdfjLJUOUH==:"}},
 		{13, "Retry-After wins over t", headers("Retry-After", "20", "RateLimit", `"default";r=0;t=10`),
-			Signals{RetryAfter: 20 * time.Second, HasRetryAfter: true,
+			Signals{RetryAfter: 20 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second,
 				Quota: Quota{Remaining: 0, Reset: in(10 * time.Second), Slack: time.Second, Policy: "default"}, HasQuota: true}},
 		{14, "IETF draft-07 dictionary", headers("RateLimit", "limit=100, remaining=50, reset=5", "RateLimit-Policy", "100;w=10"),
 			Signals{Quota: Quota{Limit: 100, Remaining: 50, Reset: in(5 * time.Second), Slack: time.Second, Window: 10 * time.Second}, HasQuota: true}},
@@ -77,7 +77,7 @@ func TestParseSignalsVectors(t *testing.T) {
 			headers("x-ratelimit-remaining", "0", "x-ratelimit-reset", "1767225900", "x-ratelimit-resource", "core", "x-ratelimit-limit", "5000"),
 			Signals{Quota: Quota{Limit: 5000, Remaining: 0, Reset: in(5 * time.Minute), Slack: time.Second}, HasQuota: true, Bucket: "core"}},
 		{18, "GitHub secondary", headers("retry-after", "60"),
-			Signals{RetryAfter: time.Minute, HasRetryAfter: true}},
+			Signals{RetryAfter: time.Minute, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{19, "X/Twitter", headers("x-rate-limit-remaining", "0", "x-rate-limit-reset", "1767226500"),
 			Signals{Quota: Quota{Remaining: 0, Reset: in(15 * time.Minute), Slack: time.Second}, HasQuota: true}},
 		{20, "Reddit", headers("X-Ratelimit-Used", "4", "X-Ratelimit-Remaining", "596.0", "X-Ratelimit-Reset", "412"),
@@ -85,10 +85,10 @@ func TestParseSignalsVectors(t *testing.T) {
 		{21, "Discord route",
 			headers("Retry-After", "65", "X-RateLimit-Reset", "1767225664.57", "X-RateLimit-Reset-After", "64.57",
 				"X-RateLimit-Bucket", "abcd1234", "X-RateLimit-Scope", "user", "X-RateLimit-Remaining", "0", "X-RateLimit-Limit", "5"),
-			Signals{RetryAfter: 65 * time.Second, HasRetryAfter: true,
+			Signals{RetryAfter: 65 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second,
 				Quota: Quota{Limit: 5, Remaining: 0, Reset: in(64570 * time.Millisecond)}, HasQuota: true, Bucket: "abcd1234"}},
 		{22, "Discord global", headers("X-RateLimit-Global", "true", "X-RateLimit-Scope", "global", "Retry-After", "65"),
-			Signals{RetryAfter: 65 * time.Second, HasRetryAfter: true, Global: true}},
+			Signals{RetryAfter: 65 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second, Global: true}},
 		{24, "OpenAI durations",
 			headers("x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s",
 				"x-ratelimit-limit-tokens", "150000", "x-ratelimit-remaining-tokens", "1200", "x-ratelimit-reset-tokens", "6m0s"),
@@ -96,7 +96,7 @@ func TestParseSignalsVectors(t *testing.T) {
 		{26, "Anthropic RFC 3339",
 			headers("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2026-01-01T00:00:59Z",
 				"anthropic-ratelimit-requests-limit", "50", "retry-after", "59"),
-			Signals{RetryAfter: 59 * time.Second, HasRetryAfter: true,
+			Signals{RetryAfter: 59 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second,
 				Quota: Quota{Limit: 50, Remaining: 0, Reset: in(59 * time.Second), Slack: time.Second}, HasQuota: true}},
 		{28, "Shopify REST", headers("X-Shopify-Shop-Api-Call-Limit", "39/40"),
 			Signals{Quota: Quota{Limit: 40, Remaining: 1}, HasQuota: true}},
@@ -106,13 +106,20 @@ func TestParseSignalsVectors(t *testing.T) {
 			"X-RateLimit-Reset", "Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)"),
 			Signals{Quota: Quota{Remaining: 3}, HasQuota: true}},
 		{39, "Symfony retry-after epoch", headers("X-RateLimit-Retry-After", "1767225630"),
-			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{39, "Symfony retry-after delta", headers("X-RateLimit-Retry-After", "30"),
-			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true}},
+			Signals{RetryAfter: 30 * time.Second, HasRetryAfter: true, RetryAfterSlack: time.Second}},
 		{40, "parallel lists: the exhausted one binds",
 			headers("X-RateLimit-Limit", "1, 3", "X-RateLimit-Remaining", "0, 2", "X-RateLimit-Reset", "5, 60",
 				"X-RateLimit-Policy", "1;w=5, 3;w=60"),
 			Signals{Quota: Quota{Limit: 1, Remaining: 0, Reset: in(5 * time.Second), Slack: time.Second, Window: 5 * time.Second}, HasQuota: true}},
+		{0, "tollbooth: the window in X-Rate-Limit-Duration",
+			headers("X-Rate-Limit-Limit", "100.00", "X-Rate-Limit-Duration", "1", "RateLimit-Limit", "100",
+				"RateLimit-Remaining", "7", "RateLimit-Reset", "1"),
+			Signals{Quota: Quota{Limit: 100, Remaining: 7, Reset: in(time.Second), Slack: time.Second, Window: time.Second}, HasQuota: true}},
+		{0, "sethvargo/go-limiter: a reset as a date, in Go's RFC 1123",
+			headers("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "7", "X-RateLimit-Reset", "Thu, 01 Jan 2026 00:00:01 UTC"),
+			Signals{Quota: Quota{Limit: 100, Remaining: 7, Reset: in(time.Second), Slack: time.Second}, HasQuota: true}},
 		{41, "cached response", headers("RateLimit", `"p";r=0;t=10`, "Age", "30"), Signals{Cached: true}},
 	}
 	for _, tt := range tests {
@@ -179,14 +186,32 @@ func TestParseSignalsCorrectsClockSkew(t *testing.T) {
 		"X-RateLimit-Reset", "1767226500"), vectorNow) // server now + 5 min
 	assert.Equal(t, in(5*time.Minute), s.Quota.Reset)
 
-	// Date counts whole seconds: the correction makes times late, within
-	// a second, never early.
+	// Date counts whole seconds, truncated: a skew of more than a second
+	// is rounded up to the second, and a reset moved by it is off by less
+	// than a second, its Slack.
 	s = ParseSignals(headers(
-		"Date", vectorNow.Add(time.Second).Format(http.TimeFormat),
+		"Date", vectorNow.Add(2*time.Second).Format(http.TimeFormat),
 		"X-RateLimit-Remaining", "0",
-		"X-RateLimit-Reset", "1767225660"), vectorNow.Add(300*time.Millisecond)) // we received it 0.3s after its Date's second... by our clock
-	assert.Equal(t, in(59300*time.Millisecond), s.Quota.Reset)
+		"X-RateLimit-Reset", "1767225660"), vectorNow.Add(300*time.Millisecond)) // its Date is 1.7 s ahead of our clock
+	assert.Equal(t, in(58*time.Second), s.Quota.Reset)
 	assert.Equal(t, time.Second, s.Quota.Slack)
+
+	// A Date within a second of ours, beyond its truncation, is a clock in
+	// step: whichever side of ours it falls, the reset stays put.
+	for _, received := range []time.Duration{-900 * time.Millisecond, 300 * time.Millisecond, 999 * time.Millisecond} {
+		s = ParseSignals(headers(
+			"Date", vectorNow.Format(http.TimeFormat),
+			"X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", "1767225660"), vectorNow.Add(received))
+		assert.Equal(t, in(time.Minute), s.Quota.Reset, "received %v after its Date", received)
+	}
+
+	// A clock in step with ours: a Date up to a second behind is no skew.
+	s = ParseSignals(headers(
+		"Date", vectorNow.Format(http.TimeFormat),
+		"X-RateLimit-Remaining", "0",
+		"X-RateLimit-Reset", "1767225660"), vectorNow.Add(700*time.Millisecond))
+	assert.Equal(t, in(time.Minute), s.Quota.Reset)
 
 	// Relative values need no correction.
 	s = ParseSignals(headers(

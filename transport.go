@@ -12,9 +12,15 @@
 // they came. The bucket's rate is the one [WithRate] sets, if any, until
 // the server first throttles the key; from then on a controller sets it
 // from the server's answers (see Adaptive rate below), never above the
-// WithRate rate. When a server answers 429 or 503 with a Retry-After, its
-// key is also paused: every call to that key waits until the pause ends
-// instead of hitting the server too.
+// WithRate rate. When a server answers 429 or 503 with a Retry-After, the
+// refused call waits for it before its retry; a Retry-After longer than its
+// own rounding (2 seconds or more when it counts whole seconds, any when it
+// counts milliseconds) also pauses the key: every call to that key waits
+// until the pause ends instead of hitting the server too. A "Retry-After:
+// 1" says no more than "slow down": servers round up to the second a wait
+// of a few milliseconds, and holding every call for it would waste a
+// second of the server's quota at each refusal; the key's controller,
+// which heard the throttle, slows the other calls instead.
 //
 // A wait never outlives the request's context: a wait that would end after
 // the deadline fails at once with a [*ThrottledError] that says how long it
@@ -27,11 +33,13 @@
 // millisecond variants, the IETF RateLimit and RateLimit-Policy fields of
 // every draft, X-RateLimit-* and X-Rate-Limit-* (GitHub, GitLab, X,
 // Reddit, Discord), OpenAI's and Anthropic's headers and Shopify's call
-// limit, into one [Signals] value. When a response reports R requests left
-// until a reset in T, the key's requests go evenly at most R/T a second,
-// less a small margin, counting the requests still in flight; when R is
-// spent, none goes until the reset; the server's own limit per window is a
-// ceiling. When the server names the bucket a request counted against
+// limit, into one [Signals] value, and keeps one picture of each quota: its
+// limit over its window (stated, or learnt from how the reset advances)
+// paces the key from the first responses, less a small margin, and is the
+// limit the key's controller takes; when the reset is far against its
+// rounding, R requests left until a reset in T go evenly at most R/T a
+// second, counting the requests still in flight, and when R is spent, none
+// goes until the reset. When the server names the bucket a request counted against
 // (Discord's bucket, the IETF partition key, GitHub's resource), requests
 // to that path, from any key, share the bucket's quota, so a spent search
 // quota holds search requests only. A 403 that reports its quota spent
@@ -60,15 +68,14 @@
 //   - The default controller is [Gentle], not Cubic. Cubic drops to 0.5
 //     requests per second when the first response is a throttle, cuts the
 //     rate by 0.7 at every throttle of a burst, and regrows on a curve
-//     whose constant is absolute; on every scenario of the control-quality
-//     suite (README.md) it delivers less of the server's limit than
-//     Gentle does.
+//     whose constant is absolute; on every real server of polite's bench
+//     (README.md) it delivers less of the server's limit than Gentle does.
 //   - One controller per key (host), not one per client: one slow host does
 //     not slow the others.
 //   - A throttle is an HTTP 429, or a 503 with Retry-After. AWS recognises
 //     throttles by its own error codes only, and does not retry a bare 429.
 //   - Retry-After is honoured, capped by [WithMaxRetryAfter], and pauses
-//     the key. AWS ignores it.
+//     the key when it is longer than its rounding. AWS ignores it.
 //   - Calls waiting for a token queue in order, give their place back when
 //     they stop waiting, and see a change of rate at once. AWS's waiters
 //     sleep for the wait computed when they started.
@@ -105,10 +112,12 @@
 // The wait before retry n is max(backoff(n), the server's delay). backoff(n)
 // is drawn uniformly from [0, min(limit, base·2^(n-1))) (see
 // [WithBackoff]); the server's delay is its Retry-After or, without one,
-// the time until the reset of a quota it reports spent. Retry-After is read as delta-seconds, fractional
-// ones too, or as an HTTP-date in any of its three formats; garbage,
-// negative and overflowing values are ignored. Jitter never shortens a
-// server-asked delay.
+// the time until the reset of a quota it reports spent. Retry-After is
+// read as delta-seconds, fractional ones too, or as an HTTP-date in any of
+// its three formats; garbage and negative values are ignored, and a valid
+// one too far to hold in a time.Duration (a date in the year 9999) is taken
+// as the longest wait, over any [WithMaxRetryAfter]. Jitter never shortens
+// a server-asked delay.
 //
 // # Retry budget
 //
@@ -141,8 +150,8 @@
 // by the calls to other keys; no goroutine sweeps. A key is kept while
 // forgetting it would lose something: a pause its server asked for, a
 // quota spent until its reset, requests in flight or waiting, a bucket
-// not yet refilled, a Crawl-delay not yet over. A live key costs about 250
-// bytes with the defaults, 330 with [WithRate]. The keys are spread over
+// not yet refilled, a Crawl-delay not yet over. A live key costs about 220
+// bytes with the defaults, 300 with [WithRate]. The keys are spread over
 // 64 independently locked shards, so that calls to different hosts seldom
 // wait for one another.
 //
@@ -270,6 +279,7 @@ type call struct {
 	quota   *serverQuota     // the server quota the attempt in flight counts against, if any
 	slot    *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
 	attempt int              // the attempt being made, 1-based
+	sent    uint32           // what the key's Gentle.sending said as the attempt was sent
 	held    int              // retry cost held by the attempt in flight, refunded if it succeeds
 	sched   *schedule        // backoff delays, made at the first retry
 	site    *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
@@ -288,9 +298,17 @@ func (c *call) run() (*http.Response, error) {
 	send := c.req // the first attempt sends the caller's request as is
 	for c.attempt = 1; ; c.attempt++ {
 		if err := c.admit(); err != nil {
+			if c.quota != nil { // admitted by the quota, refused after it
+				c.quota.answered()
+				c.quota = nil
+			}
 			closeRequestBody(send)
 			t.budget.Refund(c.held) // the retry was never sent
 			return nil, err
+		}
+		c.sent = noSend
+		if ks := c.ks; ks != nil && t.keys.adaptive == AdaptiveDefault {
+			c.sent = ks.gentle.sending()
 		}
 		resp, err := t.next.RoundTrip(send)
 		c.releaseSlotAfter(resp)
@@ -368,7 +386,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 			return failure{}, false // the caller gave up: nothing was learnt
 		}
 		if ks := c.state(); ks != nil {
-			c.observe(ks, now, false, 0)
+			c.observe(ks, now, outcomeFailed, 0)
 		}
 		retry, timeout := retryableError(err)
 		return failure{timeout: timeout}, retry
@@ -385,8 +403,14 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, true) // the server said something to keep
 	}
 	if ks := c.state(); ks != nil {
-		c.heed(ks, s, throttled, f.retryAfter, now)
-		c.observe(ks, now, throttled, f.retryAfter)
+		o := outcomeOK
+		switch {
+		case throttled:
+			o = outcomeThrottled
+		case code >= 500:
+			o = outcomeFailed
+		}
+		c.observe(ks, now, o, c.heed(ks, s, throttled, now))
 	}
 	if throttled {
 		e := c.event(resp, nil)
@@ -396,20 +420,23 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	return f, throttled || retryableStatus(code)
 }
 
-// observe feeds the attempt's outcome to the key's controller, and keeps
-// the key's state in the registry.
-func (c *call) observe(ks *keyState, now time.Time, throttled bool, pause time.Duration) {
+// observe feeds the attempt's outcome, and the limit the server states
+// (requests per second; 0 if none), to the key's controller, and keeps the
+// key's state in the registry.
+func (c *call) observe(ks *keyState, now time.Time, o outcome, stated float64) {
 	ceiling, cap := c.t.keys.ceiling()
-	ks.observe(c.t.keys.adaptive, now, throttled, pause, ceiling, cap)
+	ks.observe(c.t.keys.adaptive, now, o, stated, c.sent, ceiling, cap)
 	c.t.keys.keep(c.shard, c.key, ks, now, c.rotated)
 }
 
 // heed applies what a response said to the key's quota and pause: the
 // quota it reports paces the key, or the bucket it names (which the
-// request's path is then known to count against); a throttle with a delay
-// pauses the bucket, or the whole key if the server named none or said the
-// limit is global.
-func (c *call) heed(ks *keyState, s Signals, throttled bool, delay time.Duration, now time.Time) {
+// request's path is then known to count against); a throttle with a
+// Retry-After that holds the key pauses the bucket, or the
+// whole key if the server named none or said the limit is global. (A quota
+// reported spent holds its calls through the quota itself.) It returns the
+// limit the quota states, in requests per second; 0 if it states none.
+func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (stated float64) {
 	var q *serverQuota
 	switch {
 	case s.Bucket != "":
@@ -419,21 +446,29 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, delay time.Duration
 		q = ks.ownQuota()
 	}
 	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
-		q.sync(now, s.Quota)
+		stated = q.sync(now, s.Quota)
 	}
 	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
 		c.pin(s, minTime(s.Quota.Reset, now.Add(maxPause)))
 	}
-	if !throttled || delay <= 0 {
-		return
+	// A Retry-After of a second or less, counted in whole seconds, says no
+	// more than "slow down": servers round up to the second what is often a
+	// few milliseconds of their bucket (go-chi/httprate always says 1), and
+	// a key held for it would lose a second of its quota at every
+	// overshoot. The retry waits for it; the key's controller, which heard
+	// the throttle, slows the other calls. A longer delay, or one stated
+	// to the millisecond, holds the key.
+	if !throttled || !s.HasRetryAfter || s.RetryAfterSlack > 0 && s.RetryAfter <= s.RetryAfterSlack {
+		return stated
 	}
-	until := now.Add(min(delay, maxPause))
+	until := now.Add(min(s.RetryAfter, maxPause))
 	c.pin(s, until)
 	if q != nil && s.Bucket != "" && !s.Global {
 		q.exhaust(until)
-		return
+		return stated
 	}
 	ks.pause(until)
+	return stated
 }
 
 // pin keeps the state that holds a pause or a spent quota (the key's, or

@@ -383,7 +383,6 @@ func TestRetryAfter(t *testing.T) {
 		{"past date", func() string { return date(-time.Hour, http.TimeFormat) }, 0},
 		{"negative", func() string { return "-5" }, 0},
 		{"garbage", func() string { return "soon" }, 0},
-		{"overflow", func() string { return "99999999999999999999" }, 0},
 		{"exponent", func() string { return "1e3" }, 0},
 	}
 	for _, tt := range tests {
@@ -393,6 +392,33 @@ func TestRetryAfter(t *testing.T) {
 				tr := polite.New(next, polite.WithBackoff(0, 0))
 				fetch(t, tr, "http://a.test/")
 				assert.Equal(t, []time.Duration{tt.want}, next.gaps())
+			})
+		})
+	}
+}
+
+// A Retry-After too far to hold in a Duration is still valid: "not before
+// then". It is over any cap, so the response comes back at once, after one
+// attempt, and the key is held as for any long pause.
+func TestRetryAfterBeyondDurationIsOverCap(t *testing.T) {
+	for _, v := range []string{"Fri, 31 Dec 9999 23:59:59 GMT", "99999999999999999999"} {
+		t.Run(v, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				next := newStub(status(429, "Retry-After", v), status(200))
+				tr := polite.New(next)
+				start := time.Now()
+				resp, err := get(t, t.Context(), tr, "http://a.test/")
+				require.NoError(t, err)
+				assert.Zero(t, time.Since(start), "no wait at all")
+				assert.Equal(t, 429, resp.StatusCode)
+				assert.Equal(t, "response 0", readBody(t, resp))
+				assert.Equal(t, 1, next.calls(), "one attempt")
+
+				_, err = get(t, t.Context(), tr, "http://a.test/")
+				var te *polite.ThrottledError
+				require.ErrorAs(t, err, &te)
+				assert.True(t, te.Server)
+				assert.Equal(t, 1, next.calls())
 			})
 		})
 	}

@@ -135,16 +135,23 @@ func TestBucketFollowsTheController(t *testing.T) {
 		}
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		get(t, tr, "http://a.test/") // the 429
-		require.True(t, lookup(tr, "a.test").controller(AdaptiveDefault).(*Gentle).Enabled())
+		ks := lookup(tr, "a.test")
+		g := ks.controller(AdaptiveDefault).(*Gentle)
+		require.True(t, g.Enabled())
+		assert.InDelta(t, 100, g.Limit(), 1e-9, "a floor: 300 accepted in 3 s")
+		ks.mu.Lock()
+		assert.InDelta(t, 99, float64(ks.limit), 1e-9, "the bucket at 0.99 of it")
+		ks.mu.Unlock()
 		start = time.Now()
 		for range 45 {
 			get(t, tr, "http://a.test/")
 		}
-		// Gentle sends at 0.9 of the 100/s it saw accepted, climbing to
-		// 0.98 of it in 2 s, one request at a time: the first at once, the
-		// other 44 in T seconds with 90·T + 6·T² ≈ 44, T ≈ 0.476. Unpaced
-		// they would take none.
-		assert.InDelta(t, 0.476, time.Since(start).Seconds(), 0.01)
+		// Paced one at a time from 99 a second, probing up from the floor
+		// to at most twice the measured rate of responses: the 44 gaps
+		// take between 44/200 and 44/99 s. Unpaced they would take none.
+		elapsed := time.Since(start).Seconds()
+		assert.GreaterOrEqual(t, elapsed, 44.0/200)
+		assert.LessOrEqual(t, elapsed, 44.0/99)
 	})
 }
 
@@ -158,9 +165,9 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 				ceiling, cap := tr.keys.ceiling()
 				for range 1000 { // the server accepts 1000 a second
 					time.Sleep(time.Millisecond)
-					ks.observe(mode, time.Now(), false, 0, ceiling, cap)
+					ks.observe(mode, time.Now(), outcomeOK, 0, noSend, ceiling, cap)
 				}
-				ks.observe(mode, time.Now(), true, 0, ceiling, cap)
+				ks.observe(mode, time.Now(), outcomeThrottled, 0, noSend, ceiling, cap)
 				rate, burst, enabled := ks.controller(mode).observe(time.Now(), false, 0)
 				require.True(t, enabled)
 				assert.Greater(t, rate, 500.0, "the controller's rate")
@@ -176,9 +183,10 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 // A change of the rate reaches the calls already waiting: the head of the
 // queue wakes on every change and waits for the new rate (go-peers.md §3,
 // pitfall 20: x/time/rate does not re-time its reservations). Here the
-// server's window is spent, so Gentle trickles at a tenth of its rate;
-// the window opens again while a call waits, and the call goes at the
-// full rate instead of waiting out the trickle.
+// server's window is spent: a throttle and four refusals after it halve
+// Gentle's rate four times; the window opens again while a call waits,
+// and the call goes at the full rate instead of waiting out the halved
+// one.
 func TestRateChangesReachQueuedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := New(nil)
@@ -187,13 +195,13 @@ func TestRateChangesReachQueuedCalls(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			observe(ks, false)
 		}
-		for range gentleDead { // a spent window: refusals without a pause
+		for range 5 { // a spent window: refusals without a pause
 			observe(ks, true)
 		}
 		ks.mu.Lock()
-		trickle := float64(ks.limit)
+		halved := float64(ks.limit)
 		ks.mu.Unlock()
-		require.InDelta(t, 9, trickle, 0.5)
+		require.InDelta(t, 99.0/16, halved, 0.01, "0.99 of the 100 a second accepted, halved four times")
 
 		for ks.limiter.AllowN(time.Now(), 1) { // empty the bucket
 		}
@@ -205,13 +213,13 @@ func TestRateChangesReachQueuedCalls(t *testing.T) {
 			assert.NoError(t, c.admit())
 			done <- time.Since(start)
 		}()
-		synctest.Wait()    // queued for the token of 1/9 s from now
+		synctest.Wait()    // queued for the token of 16/99 s from now
 		observe(ks, false) // a success: the window opened
 		ks.mu.Lock()
 		full := float64(ks.limit)
 		ks.mu.Unlock()
-		require.InDelta(t, 90, full, 1)
-		assert.InDelta(t, 1/full, (<-done).Seconds(), 1e-3, "waited for the new rate, not the trickle")
+		require.InDelta(t, 99, full, 1)
+		assert.InDelta(t, 1/full, (<-done).Seconds(), 1e-3, "waited for the new rate, not the halved one")
 	})
 }
 
@@ -224,7 +232,11 @@ func mustGet(t *testing.T, url string) *http.Request {
 
 // observe feeds ks an outcome at the present, under no ceiling.
 func observe(ks *keyState, throttled bool) {
-	ks.observe(AdaptiveDefault, time.Now(), throttled, 0, rate.Inf, math.MaxInt32)
+	o := outcomeOK
+	if throttled {
+		o = outcomeThrottled
+	}
+	ks.observe(AdaptiveDefault, time.Now(), o, 0, noSend, rate.Inf, math.MaxInt32)
 }
 
 func lookup(tr *Transport, key string) *keyState {

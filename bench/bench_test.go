@@ -1,0 +1,114 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSmoke runs the oracle against a real httprate server over loopback
+// for a second: it must use about all of the limit, with about no refusal
+// and one attempt a call.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for a second over loopback")
+	}
+	srv := find(t, servers(), serverName, "httprate")
+	cl := find(t, clients(), clientName, "oracle")
+	r, err := run(srv, cl, runConfig{limit: 100, duration: time.Second, workers: 4})
+	require.NoError(t, err)
+
+	assert.InDelta(t, 100, r.Allowance, 1e-9)
+	assert.InDelta(t, 1, r.Utilization, 0.15, "2xx counted by the server ÷ allowance")
+	assert.LessOrEqual(t, r.Rejected, 0.03)
+	assert.InDelta(t, 1, r.AttemptsPerCall, 0.05, "the oracle never retries")
+	assert.GreaterOrEqual(t, r.Calls, 85)
+	assert.LessOrEqual(t, r.Failed, 3)
+	assert.Greater(t, r.P50, time.Duration(0))
+	assert.LessOrEqual(t, r.P50, r.P99)
+	// 4 workers sharing 100/s wait about 40ms each.
+	assert.InDelta(t, 40*time.Millisecond, r.P50, float64(20*time.Millisecond))
+}
+
+func TestProfile(t *testing.T) {
+	const d = 3 * time.Second
+	tests := []struct {
+		name      string
+		p         profile
+		allowance float64
+		integral  float64 // over [-1s, 4s)
+		downAt1s  bool
+	}{
+		{"constant", constant(100), 300, 500, false},
+		{"gcra-drop", dropProfile(2, 0.5)(100), 450, 850, false},
+		{"drop4x", dropProfile(1, 0.25)(100), 225, 425, false},
+		{"outage", outageProfile(100), 200, 500, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.InDelta(t, tt.allowance, tt.p.allowance(d), 1e-9)
+			assert.InDelta(t, tt.integral, tt.p.integral(-time.Second, 4*time.Second, d), 1e-9)
+			assert.InDelta(t, 0, tt.p.integral(2*time.Second, time.Second, d), 1e-9)
+			assert.Equal(t, tt.downAt1s, tt.p.downAt(1500*time.Millisecond, d))
+			assert.False(t, tt.p.downAt(500*time.Millisecond, d))
+		})
+	}
+}
+
+func TestParseLogLine(t *testing.T) {
+	tests := []struct {
+		line string
+		ok   bool
+		at   time.Time
+		code int
+	}{
+		{"1795464053.568 200", true, time.UnixMilli(1795464053568), 200},
+		{"1795464068712 429", true, time.UnixMilli(1795464068712), 429},
+		{"Proxy bench stopped (cumulated conns: FE: 1, BE: 0).", false, time.Time{}, 0},
+		{"1795464053.5 200", false, time.Time{}, 0},
+		{"1795464053.568 20x", false, time.Time{}, 0},
+		{"", false, time.Time{}, 0},
+	}
+	for _, tt := range tests {
+		a, ok := parseLogLine(tt.line)
+		if assert.Equal(t, tt.ok, ok, tt.line) && ok {
+			assert.True(t, tt.at.Equal(a.at), tt.line)
+			assert.Equal(t, tt.code, a.status, tt.line)
+		}
+	}
+}
+
+// find returns the item of all named name.
+func find[T any](t *testing.T, all []T, name func(T) string, want string) T {
+	t.Helper()
+	for _, x := range all {
+		if name(x) == want {
+			return x
+		}
+	}
+	require.FailNow(t, "not found", want)
+	panic("unreachable")
+}
+
+func TestLookBinaryMissing(t *testing.T) {
+	_, err := lookBinary("polite-bench-no-such-program")
+	assert.ErrorIs(t, err, errMissing, "a missing server is skipped, not failed")
+}
+
+func TestFailures(t *testing.T) {
+	results := []result{
+		{Server: "a", Client: "polite", Utilization: 0.95, Rejected: 0.01},
+		{Server: "b", Client: "polite", Utilization: 0.69, Rejected: 0.01},
+		{Server: "c", Client: "polite", Utilization: 0.95, Rejected: 0.051},
+		{Server: "d", Client: "polite", Err: "boom"},
+		{Server: "e", Client: "polite", Skipped: "nginx: not installed"},
+		{Server: "f", Client: "plain", Utilization: 0.1, Rejected: 0.99},
+	}
+	bad := failures(results)
+	require.Len(t, bad, 3)
+	assert.Contains(t, bad[0], "b × polite")
+	assert.Contains(t, bad[1], "c × polite")
+	assert.Contains(t, bad[2], "d × polite")
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/politehttp/polite"
+	"golang.org/x/time/rate"
+)
+
+// A client is one HTTP client under test.
+type client struct {
+	name string
+	// build returns the client for one run, sending through tr.
+	build func(tr http.RoundTripper, cfg clientConfig) *http.Client
+}
+
+// clientConfig is what a client may know of a run. Only the oracle looks.
+type clientConfig struct {
+	profile  profile       // the server's limit over the run
+	origin   time.Time     // when the run, and the server's schedule, began
+	duration time.Duration // length of the run
+}
+
+// clients returns every client, in the order the table lists them.
+func clients() []client {
+	return []client{
+		{name: "oracle", build: buildOracle},
+		{name: "polite", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+			return &http.Client{Transport: polite.New(tr)}
+		}},
+		{name: "polite-cubic", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+			return &http.Client{Transport: polite.New(tr, polite.WithAdaptive(polite.AdaptiveCubic))}
+		}},
+		{name: "polite-off", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+			return &http.Client{Transport: polite.New(tr, polite.WithAdaptive(polite.AdaptiveOff))}
+		}},
+		{name: "retryablehttp", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+			c := retryablehttp.NewClient()
+			c.Logger = nil
+			c.HTTPClient = &http.Client{Transport: tr}
+			return c.StandardClient()
+		}},
+		{name: "plain", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+			return &http.Client{Transport: tr}
+		}},
+	}
+}
+
+// newTransport returns a fresh transport that keeps an idle connection for
+// each of workers.
+func newTransport(workers int) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConns = 2 * workers
+	tr.MaxIdleConnsPerHost = workers
+	return tr
+}
+
+// buildOracle returns the oracle: it is told the server's true limit and
+// its schedule, and paces every request at it with x/time/rate (burst 1,
+// shared by all workers), without retries. Through an outage it keeps
+// pacing at the limit around it.
+func buildOracle(tr http.RoundTripper, cfg clientConfig) *http.Client {
+	first := cfg.profile.rateAt(0, cfg.duration)
+	return &http.Client{Transport: &oracle{
+		next: tr,
+		lim:  rate.NewLimiter(rate.Limit(first), 1),
+		cfg:  cfg,
+	}}
+}
+
+// oracle is the oracle client's RoundTripper.
+type oracle struct {
+	next http.RoundTripper
+	lim  *rate.Limiter
+	cfg  clientConfig
+}
+
+// RoundTrip waits for the limiter, at the rate the schedule has now, then
+// sends req once.
+func (o *oracle) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := o.wait(req.Context()); err != nil {
+		return nil, err
+	}
+	return o.next.RoundTrip(req)
+}
+
+// wait waits for a turn at the current rate. A turn that would fall after
+// the next change of rate is not taken: the caller sleeps until the change
+// and queues again at the new rate, so no turn is spaced by a stale rate.
+func (o *oracle) wait(ctx context.Context) error {
+	for {
+		now := time.Now()
+		elapsed := now.Sub(o.cfg.origin)
+		r := rate.Limit(o.cfg.profile.rateAt(elapsed, o.cfg.duration))
+		if o.lim.Limit() != r {
+			o.lim.SetLimitAt(now, r)
+		}
+		change, ok := o.cfg.profile.nextChange(elapsed, o.cfg.duration)
+		if !ok {
+			return o.lim.Wait(ctx)
+		}
+		at := o.cfg.origin.Add(change)
+		// Wait fails at once, taking no token, if the turn is after at.
+		phase, cancel := context.WithDeadline(ctx, at)
+		err := o.lim.Wait(phase)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		t := time.NewTimer(time.Until(at))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}

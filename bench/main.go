@@ -1,0 +1,148 @@
+// Command bench measures HTTP clients against real third-party server-side
+// rate limiters (Go libraries in process, nginx and HAProxy as child
+// processes) and synthetic servers, all on 127.0.0.1, and prints a markdown
+// table: one row per server and client. See README.md.
+//
+// Usage:
+//
+//	go run . [-duration 8s] [-servers a,b] [-clients a,b] [-workers 16]
+//	         [-limit 100] [-check] [-json FILE] [-headers]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	duration := flag.Duration("duration", 8*time.Second, "length of each run")
+	serverList := flag.String("servers", "", "comma-separated servers to run (default all): "+names(servers(), serverName))
+	clientList := flag.String("clients", "", "comma-separated clients to run (default all): "+names(clients(), clientName))
+	workers := flag.Int("workers", 16, "closed-loop workers per run")
+	limit := flag.Float64("limit", 100, "the servers' limit L, requests per second")
+	check := flag.Bool("check", false, "exit 1 if a polite row has utilization < 0.7 or rejected > 5%, or a run failed")
+	jsonPath := flag.String("json", "", "also write the results as JSON to this file")
+	timeline := flag.Bool("timeline", false, "print each run's server counts (ok/refused) in bins of 250ms on stderr")
+	headers := flag.Bool("headers", false, "print the headers of one allowed and one refused response from each server, and exit")
+	flag.Parse()
+
+	cfg := runConfig{limit: *limit, duration: *duration, workers: *workers}
+	if *limit < 1 || *duration < 100*time.Millisecond || *workers < 1 {
+		fail(errors.New("need -limit >= 1, -duration >= 100ms and -workers >= 1"))
+	}
+	srvs, err := pick(*serverList, servers(), serverName)
+	if err != nil {
+		fail(err)
+	}
+	cls, err := pick(*clientList, clients(), clientName)
+	if err != nil {
+		fail(err)
+	}
+	if *headers {
+		if err := printSamples(os.Stdout, srvs, cfg); err != nil {
+			fail(err)
+		}
+		return
+	}
+	os.Exit(bench(srvs, cls, cfg, *check, *timeline, *jsonPath))
+}
+
+// fail reports a usage or setup error and exits with status 2.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(2)
+}
+
+// bench runs every pair, prints the table, and returns the exit status.
+func bench(srvs []server, cls []client, cfg runConfig, check, timeline bool, jsonPath string) int {
+	total := len(srvs) * len(cls)
+	fmt.Fprintf(os.Stderr, "bench: %d runs of %v, about %v\n", total, cfg.duration,
+		(time.Duration(total) * cfg.duration).Round(time.Second))
+	var results []result
+	i := 0
+	for _, s := range srvs {
+		var missing error
+		for _, c := range cls {
+			i++
+			if missing != nil {
+				results = append(results, result{Server: s.name, Client: c.name, Skipped: missing.Error()})
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "[%d/%d] %s × %s: ", i, total, s.name, c.name)
+			r, err := run(s, c, cfg)
+			switch {
+			case errors.Is(err, errMissing):
+				missing = err
+				fmt.Fprintf(os.Stderr, "skipped: %v\n", err)
+				r = result{Server: s.name, Client: c.name, Skipped: err.Error()}
+			case err != nil:
+				fmt.Fprintf(os.Stderr, "error: %v\n", err)
+				r = result{Server: s.name, Client: c.name, Err: err.Error()}
+			default:
+				fmt.Fprintf(os.Stderr, "utilization %.2f, rejected %s, %d calls\n",
+					r.Utilization, percent(r.Rejected), r.Calls)
+				if timeline {
+					fmt.Fprintf(os.Stderr, "  ok/refused per 250ms:%s\n", r.timeline())
+				}
+			}
+			results = append(results, r)
+		}
+	}
+	writeTable(os.Stdout, results, cfg)
+	status := 0
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, results, cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			status = 1
+		}
+	}
+	if check {
+		if bad := failures(results); len(bad) > 0 {
+			fmt.Fprintln(os.Stderr, "bench: -check failed:")
+			for _, b := range bad {
+				fmt.Fprintln(os.Stderr, "  "+b)
+			}
+			status = 1
+		}
+	}
+	return status
+}
+
+// pick returns the items of all named in the comma-separated list, in the
+// order of all, or all of them if list is empty.
+func pick[T any](list string, all []T, name func(T) string) ([]T, error) {
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for n := range strings.SplitSeq(list, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []T
+	for _, t := range all {
+		if want[name(t)] {
+			out = append(out, t)
+			delete(want, name(t))
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown name %q (known: %s)", n, names(all, name))
+	}
+	return out, nil
+}
+
+// names returns the names of all, comma-separated.
+func names[T any](all []T, name func(T) string) string {
+	ns := make([]string, len(all))
+	for i, t := range all {
+		ns[i] = name(t)
+	}
+	return strings.Join(ns, ",")
+}
+
+func serverName(s server) string { return s.name }
+func clientName(c client) string { return c.name }

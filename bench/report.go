@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The -check thresholds for the polite rows.
+const (
+	checkClient        = "polite"
+	minUtilization     = 0.7
+	maxRejected        = 0.05
+	tableNoteMaxLength = 80
+)
+
+// writeTable writes results as a markdown table, after a line stating the
+// run's parameters.
+func writeTable(w io.Writer, results []result, cfg runConfig) {
+	fmt.Fprintf(w, "%v per run, %d workers, L = %g requests/s\n\n", cfg.duration, cfg.workers, cfg.limit)
+	rows := [][]string{{"server", "client", "utilization", "rejected", "attempts/call", "p50", "p99", "calls", "failed", "note"}}
+	for _, r := range results {
+		switch {
+		case r.Skipped != "":
+			rows = append(rows, []string{r.Server, r.Client, "", "", "", "", "", "", "", note("skipped: " + r.Skipped)})
+		case r.Err != "":
+			rows = append(rows, []string{r.Server, r.Client, "", "", "", "", "", "", "", note("error: " + r.Err)})
+		default:
+			rows = append(rows, []string{
+				r.Server, r.Client,
+				fmt.Sprintf("%.2f", r.Utilization),
+				percent(r.Rejected),
+				fmt.Sprintf("%.2f", r.AttemptsPerCall),
+				formatDuration(r.P50), formatDuration(r.P99),
+				strconv.Itoa(r.Calls), strconv.Itoa(r.Failed), "",
+			})
+		}
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	for i, row := range rows {
+		writeRow(w, row, widths)
+		if i == 0 {
+			rule := make([]string, len(row))
+			for j, n := range widths {
+				rule[j] = strings.Repeat("-", n)
+				if j >= 2 && j <= 8 {
+					rule[j] = rule[j][:n-1] + ":" // numbers align right
+				}
+			}
+			writeRow(w, rule, widths)
+		}
+	}
+}
+
+// writeRow writes one table row, padding each cell to its column's width.
+func writeRow(w io.Writer, row []string, widths []int) {
+	var b strings.Builder
+	b.WriteString("|")
+	for i, cell := range row {
+		pad := strings.Repeat(" ", widths[i]-len([]rune(cell)))
+		if i >= 2 && i <= 8 {
+			b.WriteString(" " + pad + cell + " |")
+		} else {
+			b.WriteString(" " + cell + pad + " |")
+		}
+	}
+	fmt.Fprintln(w, b.String())
+}
+
+// note returns s made fit for a table cell: one line, no pipes, bounded.
+func note(s string) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
+	if r := []rune(s); len(r) > tableNoteMaxLength {
+		s = string(r[:tableNoteMaxLength-1]) + "…"
+	}
+	return s
+}
+
+// percent formats a fraction as a percentage.
+func percent(f float64) string {
+	if f > 0 && f < 0.001 {
+		return "<0.1%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// formatDuration formats d with three significant digits or so.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+// writeJSON writes the run's parameters and results to path.
+func writeJSON(path string, results []result, cfg runConfig) error {
+	out := struct {
+		Duration time.Duration `json:"duration_ns"`
+		Workers  int           `json:"workers"`
+		Limit    float64       `json:"limit"`
+		Results  []result      `json:"results"`
+	}{cfg.duration, cfg.workers, cfg.limit, results}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// failures returns a line for each polite row that fails -check: a run
+// that failed, utilization below minUtilization or rejected above
+// maxRejected. Skipped rows pass.
+func failures(results []result) []string {
+	var bad []string
+	for _, r := range results {
+		if r.Client != checkClient || r.Skipped != "" {
+			continue
+		}
+		switch {
+		case r.Err != "":
+			bad = append(bad, fmt.Sprintf("%s × %s: run failed: %s", r.Server, r.Client, r.Err))
+		case r.Utilization < minUtilization || r.Rejected > maxRejected:
+			bad = append(bad, fmt.Sprintf("%s × %s: utilization %.2f (min %.2f), rejected %s (max %s)",
+				r.Server, r.Client, r.Utilization, minUtilization, percent(r.Rejected), percent(maxRejected)))
+		}
+	}
+	return bad
+}

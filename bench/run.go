@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// drainGrace bounds how long the workers may take to return once the run
+// has ended and their context is cancelled.
+const drainGrace = 5 * time.Second
+
+// runConfig is the work every pair of server and client is given.
+type runConfig struct {
+	limit    float64       // L, requests per second
+	duration time.Duration // length of each run
+	workers  int           // closed-loop workers, each calling GET in a loop
+}
+
+// workerStats is what one worker saw of its completed calls.
+type workerStats struct {
+	durations []time.Duration // of every call completed before the run's end
+	failed    int             // of those, calls that ended in an error or a non-2xx
+}
+
+// run runs one client against a fresh instance of one server for
+// cfg.duration and measures both sides.
+func run(s server, c client, cfg runConfig) (result, error) {
+	prof := s.profile(cfg.limit)
+	inst, err := s.start(serverConfig{limit: cfg.limit, duration: cfg.duration, profile: prof})
+	if err != nil {
+		return result{}, err
+	}
+	end := inst.origin.Add(cfg.duration)
+	tr := newTransport(cfg.workers)
+	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopTimer := time.AfterFunc(time.Until(end), cancel)
+	defer stopTimer.Stop()
+
+	stats := make([]workerStats, cfg.workers)
+	var wg sync.WaitGroup
+	for i := range stats {
+		wg.Go(func() { stats[i] = work(ctx, hc, inst.url, end) })
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	<-ctx.Done()
+	var stuck error
+	select {
+	case <-done:
+	case <-time.After(drainGrace):
+		stuck = fmt.Errorf("workers still busy %v after the run's end", drainGrace)
+	}
+	tr.CloseIdleConnections()
+	arrivals, stopErr := inst.stop()
+	if stuck != nil {
+		// Stopping the server fails their connections; any still busy
+		// after that are left behind, and their stats are not read.
+		select {
+		case <-done:
+		case <-time.After(drainGrace):
+		}
+	}
+	if err := errors.Join(stuck, stopErr); err != nil {
+		return result{}, err
+	}
+	return summarize(s.name, c.name, prof, inst.origin, cfg.duration, arrivals, stats), nil
+}
+
+// work calls GET url with hc in a loop until ctx is cancelled, and returns
+// what it saw of the calls that completed before end.
+func work(ctx context.Context, hc *http.Client, url string, end time.Time) workerStats {
+	var s workerStats
+	for ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			panic(err) // the URL is the bench's own
+		}
+		began := time.Now()
+		resp, err := hc.Do(req)
+		ok := false
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			_ = resp.Body.Close()
+			ok = resp.StatusCode/100 == 2
+		}
+		finished := time.Now()
+		if !finished.Before(end) {
+			break
+		}
+		s.durations = append(s.durations, finished.Sub(began))
+		if !ok {
+			s.failed++
+		}
+	}
+	return s
+}

@@ -53,6 +53,9 @@ type keyExtra struct {
 	changed     int64                   // Unix nanoseconds of the last change of the limiter's rate or burst
 	inflight    int                     // requests holding a slot, under WithMaxInFlight
 	slotQueue   *list.List              // of *slotWaiter, calls waiting for a slot
+	window      *windowLog              // the sends booked under WithWindow, without a fleet
+	fallback    *rate.Limiter           // the key's pacing while its fleet cannot answer
+	members     int                     // the processes that sent to the key lately, as its fleet last said
 }
 
 // busy reports whether forgetting ks at now, the present, would lose
@@ -298,14 +301,25 @@ func (c *call) admit() error {
 			return err
 		}
 	}
-	if ks := c.state(); ks != nil {
-		if err := c.admitOn(ks); err != nil {
+	if c.t.cfg.fleet != nil {
+		if err := c.admitFleets(); err != nil {
 			return err
 		}
-	}
-	if g := c.t.global; g != nil {
-		if err := c.admitOn(g); err != nil {
-			return err
+	} else {
+		if ks := c.state(); ks != nil {
+			if err := c.admitOn(ks); err != nil {
+				return err
+			}
+		}
+		if g := c.t.global; g != nil {
+			if err := c.admitOn(g); err != nil {
+				return err
+			}
+		}
+		if c.t.cfg.window.N > 0 {
+			if err := c.admitWindow(c.need()); err != nil {
+				return err
+			}
 		}
 	}
 	if c.t.cfg.crawlDelay {

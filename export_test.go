@@ -3,6 +3,7 @@ package polite
 import (
 	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // WithSeed makes the jitter of a Transport's backoff and spacing a
@@ -19,3 +20,7 @@ func WithSeed(seed uint64) Option {
 		}
 	}
 }
+
+// MaxInWindow returns the most of sorted (in order) that lie in one
+// interval (t-per, t]. For tests only.
+func MaxInWindow(sorted []time.Time, per time.Duration) int { return maxInWindow(sorted, per) }

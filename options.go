@@ -45,6 +45,8 @@ type config struct {
 	random        func() float64 // uniform in [0, 1): the jitter of backoff and spacing
 	logger        *slog.Logger
 	hooks         Hooks
+	fleet         Fleet  // nil: each Transport paces alone
+	window        Window // N 0: none
 }
 
 func defaultConfig() config {

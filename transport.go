@@ -254,6 +254,14 @@ func (c *call) state() *keyState {
 	return c.ks
 }
 
+// need returns the state of the call's key, making it if needed.
+func (c *call) need() *keyState {
+	if c.ks == nil {
+		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, true)
+	}
+	return c.ks
+}
+
 // CloseIdleConnections closes the idle connections of the wrapped
 // RoundTripper, if it has such a method.
 func (t *Transport) CloseIdleConnections() {
@@ -449,7 +457,11 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 		stated = q.sync(now, s.Quota)
 	}
 	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
-		c.pin(s, minTime(s.Quota.Reset, now.Add(maxPause)))
+		until := minTime(s.Quota.Reset, now.Add(maxPause))
+		c.pin(s, until)
+		if s.Bucket == "" || s.Global {
+			c.pauseFleet(ks, until, now) // spent until its reset: for the whole fleet
+		}
 	}
 	// A Retry-After of a second or less, counted in whole seconds, says no
 	// more than "slow down": servers round up to the second what is often a
@@ -468,6 +480,7 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 		return stated
 	}
 	ks.pause(until)
+	c.pauseFleet(ks, until, now)
 	return stated
 }
 

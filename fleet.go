@@ -1,0 +1,263 @@
+package polite
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// A Fleet is pacing state shared by the Transports of many processes that
+// call one API, so that together they keep to one quota (see [WithFleet]).
+// Package github.com/politehttp/polite/fleet implements it on Redis; the
+// core knows nothing of the store.
+//
+// Its methods are safe for concurrent use. They must return promptly:
+// a store that cannot answer within its own short timeout returns an
+// error, and the Transport then paces on its own (it fails open).
+type Fleet interface {
+	// Reserve books the next send for key under the limits of r, for the
+	// whole fleet, and returns how long after the call the sender is to
+	// wait before it sends. A booking that would need a wait longer
+	// than r.MaxWait is not made: the grant says so and gives the wait.
+	Reserve(ctx context.Context, key string, r FleetRequest) (FleetGrant, error)
+
+	// Pause holds every process's sends to key for d from now (a pause
+	// never shortens a longer one), and makes the sends after it resume
+	// at r's rate, without a burst.
+	Pause(ctx context.Context, key string, d time.Duration, r FleetRequest) error
+
+	// Size returns how many processes share the fleet, at least 1: the
+	// Transport divides the fleet's rates by it when the store cannot
+	// answer and it paces on its own.
+	Size() int
+}
+
+// FleetRequest is what a Transport asks of its [Fleet] for one send: the
+// limits that hold for the whole fleet.
+type FleetRequest struct {
+	// PerSecond and Burst are the key's token bucket, fleet-wide (as
+	// [WithRate] sets it, or the key's controller). PerSecond 0 means no
+	// pacing.
+	PerSecond float64
+	Burst     int
+	// Window is the key's exact window quota ([WithWindow]): at most
+	// Window.N sends in any interval of Window.Per. N 0 means none.
+	Window Window
+	// MaxWait is the longest wait the sender accepts; a negative MaxWait
+	// accepts any.
+	MaxWait time.Duration
+}
+
+// FleetGrant is a [Fleet]'s answer to a [FleetRequest].
+type FleetGrant struct {
+	// Granted reports whether the send was booked. When it was not, Wait
+	// is the wait it would have needed.
+	Granted bool
+	// Wait is how long the sender waits before it sends.
+	Wait time.Duration
+	// Paused is how long the key stays paused, as a server asked: the part
+	// of Wait that is the server's.
+	Paused time.Duration
+	// Members is how many processes sent to the key lately, 0 if unknown.
+	Members int
+}
+
+// Window is an exact window quota: at most N requests in any interval of
+// length Per.
+type Window struct {
+	N   int
+	Per time.Duration
+}
+
+// fleetGlobalKey is the key of the WithGlobalRate bucket in the fleet.
+const fleetGlobalKey = "\x00global"
+
+// WithFleet shares the Transport's pacing with every other Transport
+// configured with the same fleet store, in this process or another, so
+// that together they keep to one quota. Under WithFleet:
+//
+//   - [WithRate], [WithGlobalRate] and [WithWindow] are fleet-wide: every
+//     process configured with WithRate(100, 10) means 100 a second for the
+//     whole fleet, booked in the store, one round trip per attempt;
+//   - a pause a server asks for (a Retry-After that holds the key, a quota
+//     spent until its reset) seen by one process holds every process's
+//     calls to that key, from the next request each makes;
+//   - each process's controller ([WithAdaptive]) does not pace the fleet:
+//     it hears only its own share of the server's answers. A fleet
+//     learns nothing of the server's rate yet but its pauses: configure
+//     the rate.
+//
+// When the store cannot answer, the Transport fails open: it paces each
+// key on its own at the fleet's rate divided by the fleet's size
+// ([Fleet.Size]), honours the pauses it saw, and goes back to the store
+// when it answers again. No call fails or waits because of the store.
+//
+// Default: nil, each Transport paces alone.
+func WithFleet(f Fleet) Option {
+	return func(c *config) { c.fleet = f }
+}
+
+// WithWindow keeps each key (see [WithKey]) to at most n requests in any
+// interval of length per, as APIs that state "100 per minute" enforce it.
+// It composes with [WithRate] and the server's signals: a request waits
+// for all of them. The window counts attempts as they are sent, retries
+// included, and spaces the n+1-th from the first by per plus a guard of
+// 50ms, which absorbs the jitter between sending and arrival.
+//
+// A Transport keeps each key's window in memory: at most 256 entries, the
+// sends of each 1/256 of per merged into one that counts them at the
+// latest of their instants, so that it never allows n+1 and delays a
+// send by at most per/256 beyond the exact instant. Under [WithFleet] the
+// window is fleet-wide and exact.
+//
+// Default: none. n < 1 or per <= 0 means none.
+func WithWindow(n int, per time.Duration) Option {
+	return func(c *config) {
+		if n < 1 || per <= 0 {
+			c.window = Window{}
+			return
+		}
+		c.window = Window{N: n, Per: per}
+	}
+}
+
+// windowGuard is added to a window's length: the sends are spaced by it
+// more than the window asks, so that jitter between sending and arrival
+// cannot put n+1 of them into one interval at the server.
+const windowGuard = 50 * time.Millisecond
+
+// admitFleets returns when the fleet lets the call send: to its key, and
+// under WithGlobalRate to any key.
+func (c *call) admitFleets() error {
+	ks := c.need()
+	perSecond, burst := c.fleetRate()
+	if err := c.admitFleet(c.key, ks, perSecond, burst); err != nil {
+		return err
+	}
+	if g := c.t.global; g != nil {
+		return c.admitFleet(fleetGlobalKey, g, c.t.cfg.globalRate, c.t.cfg.globalBurst)
+	}
+	return nil
+}
+
+// admitFleet returns when the fleet lets the call send to key, which the
+// local state ks stands for: at once, after the wait the fleet booked, or,
+// when the fleet cannot answer, after ks's own fallback pacing.
+func (c *call) admitFleet(key string, ks *keyState, perSecond float64, burst int) error {
+	f := c.t.cfg.fleet
+	r := FleetRequest{PerSecond: perSecond, Burst: burst, MaxWait: -1}
+	if key != fleetGlobalKey && c.t.cfg.window.N > 0 {
+		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
+	}
+	now := time.Now()
+	if deadline, ok := c.ctx.Deadline(); ok {
+		r.MaxWait = max(deadline.Sub(now), 0)
+	}
+	g, err := f.Reserve(c.ctx, key, r)
+	if err != nil {
+		if c.ctx.Err() != nil {
+			return context.Cause(c.ctx)
+		}
+		members := f.Size()
+		ks.mu.Lock()
+		if x := ks.extra; x != nil && x.members > 0 {
+			members = max(members, x.members)
+		}
+		ks.mu.Unlock()
+		members = max(members, 1)
+		return c.admitFallback(ks, perSecond/float64(members), max(burst/members, 1))
+	}
+	if g.Members > 0 {
+		ks.mu.Lock()
+		ks.extraLocked().members = g.Members
+		ks.mu.Unlock()
+	}
+	server := g.Paused > 0 && g.Paused >= g.Wait
+	if g.Paused > c.t.cfg.maxRetryAfter {
+		return c.refuse(g.Paused, now, true)
+	}
+	if !g.Granted {
+		if err := c.refuse(g.Wait, now, server); err != nil {
+			return err
+		}
+		return &ThrottledError{Key: c.key, Wait: g.Wait, Allowed: max(r.MaxWait, 0), Server: server}
+	}
+	if g.Wait <= 0 {
+		return nil
+	}
+	c.waiting(g.Wait, server)
+	return sleep(c.ctx, g.Wait)
+}
+
+// admitFallback paces the call on the key's own, while the fleet cannot
+// answer: it waits for any pause this process saw, and for a token of a
+// bucket of perSecond (0: none) and burst kept for that.
+func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
+	ks.mu.Lock()
+	// The clock is read under the lock: a rate.Limiter given instants out
+	// of order refills twice over the overlap.
+	now := time.Now()
+	pause := ks.pauseNowLocked(now)
+	var res *rate.Reservation
+	if perSecond > 0 && !math.IsInf(perSecond, 1) {
+		x := ks.extraLocked()
+		limit, b := rate.Limit(perSecond), max(burst, 1)
+		if x.fallback == nil {
+			x.fallback = rate.NewLimiter(limit, b)
+		} else if x.fallback.Limit() != limit || x.fallback.Burst() != b {
+			x.fallback.SetLimitAt(now, limit)
+			x.fallback.SetBurstAt(now, b)
+		}
+		res = x.fallback.ReserveN(now.Add(pause), 1)
+	}
+	ks.mu.Unlock()
+	wait := pause
+	if res != nil {
+		wait = res.DelayFrom(now)
+	}
+	cancel := func() {
+		if res != nil {
+			res.CancelAt(time.Now())
+		}
+	}
+	if err := c.refuseWait(pause, wait, now); err != nil {
+		cancel()
+		return err
+	}
+	if wait <= 0 {
+		return nil
+	}
+	c.waiting(wait, pause >= wait)
+	if err := sleep(c.ctx, wait); err != nil {
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// fleetRate returns the fleet-wide rate and burst: the ceiling
+// (WithRate), 0 for none. The key's controller does not pace the fleet:
+// each process's controller hears only its own share of the server's
+// answers.
+func (c *call) fleetRate() (float64, int) {
+	ceiling, burst := c.t.keys.ceiling()
+	if math.IsInf(float64(ceiling), 1) {
+		return 0, 0
+	}
+	return float64(ceiling), burst
+}
+
+// pauseFleet tells the fleet that the server asked for no request to the
+// call's key until until.
+func (c *call) pauseFleet(ks *keyState, until, now time.Time) {
+	f := c.t.cfg.fleet
+	if f == nil || !until.After(now) {
+		return
+	}
+	perSecond, burst := c.fleetRate()
+	// An error leaves the pause to this process: the others learn of it
+	// from the server.
+	_ = f.Pause(c.ctx, c.key, until.Sub(now), FleetRequest{PerSecond: perSecond, Burst: burst})
+}

@@ -1,0 +1,399 @@
+// Package fleet shares polite's pacing among the processes of a fleet
+// through Redis, so that together they keep to one quota: plug it into a
+// Transport with [polite.WithFleet].
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	f := fleet.New(rdb)
+//	client := &http.Client{Transport: polite.New(nil,
+//		polite.WithRate(100, 10), // 100 a second for the whole fleet
+//		polite.WithFleet(f))}
+//
+// # What is shared
+//
+// Per polite key (the host, or what [polite.WithKey] returns), in a few
+// Redis keys that share one hash tag (one Cluster slot):
+//
+//   - the pacing: a GCRA at the fleet-wide rate, booked by one script call
+//     per request that returns how long to wait (a client needs "when may
+//     I send", not only "allow or deny"), on Redis's clock, never the
+//     processes';
+//   - a server's pause: a Retry-After seen by one process holds every
+//     process's next requests to the key, which then resume spaced, not in
+//     a burst;
+//   - an exact window quota ([polite.WithWindow]): the booked sends in a
+//     sorted set, at most n in any interval of its length;
+//   - the members: the processes that sent to the key in the last few
+//     seconds, so that a process that cannot reach Redis knows its share.
+//
+// The key must name the owner of the quota: two API tokens calling one
+// host are two quotas, and need [polite.WithKey] to tell them apart.
+//
+// # Failing open
+//
+// Every Redis call has a deadline (50ms by default, [WithTimeout]) that
+// holds whatever client is passed in: go-redis does not stop a call at its
+// context's deadline unless the client has ContextTimeoutEnabled, so the
+// call runs apart and is abandoned at the deadline. A call that fails or
+// times out opens a breaker: for a while no call is made, and the
+// Transport paces on its own at the fleet's rate divided by the fleet's
+// size; then one call probes Redis (after 100ms, backing off to 300ms),
+// and the fleet is back on shared state as soon as one succeeds. Each
+// change is logged once, at Warn, and reported to [WithOnChange]. No
+// request fails or waits longer because of Redis.
+//
+// # Redis
+//
+// Redis 6.2 or newer, or Valkey; single node, Sentinel, Cluster or Ring,
+// through any [redis.UniversalClient]. The scripts are loaded once and
+// called by hash (EVALSHA), and sent again when Redis has lost them
+// (NOSCRIPT, after a restart, a failover or SCRIPT FLUSH). Replication
+// is asynchronous: a failover can lose the last milliseconds of bookings,
+// and let the fleet exceed the quota by that much.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/politehttp/polite"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds each Redis call: a loopback or LAN round trip
+	// takes well under a millisecond, and a request should not wait longer
+	// than this for Redis before it paces on its own.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultNamespace prefixes every Redis key.
+	DefaultNamespace = "polite"
+)
+
+// Constants of the fleet, each explained where it is used.
+const (
+	liveFor     = 3 * time.Second        // a member counts as live this long after its last call
+	grace       = 10 * time.Minute       // state outlives its last use this long
+	probeFirst  = 100 * time.Millisecond // the breaker's first wait before it probes
+	probeLast   = 300 * time.Millisecond // and its longest: two probes, at worst, after Redis returns, within a second
+	maxInFlight = 8                      // Redis calls that may be outstanding at once
+)
+
+// ErrUnavailable reports that Redis could not be asked: it failed, did
+// not answer within the timeout, or the breaker is open. The Transport
+// then paces on its own. Errors that match it with [errors.Is] carry the
+// cause.
+var ErrUnavailable = errors.New("fleet: redis unavailable")
+
+// Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use,
+// starts no goroutine that outlives a call, and holds no connection of
+// its own: closing the Redis client is the caller's.
+type Fleet struct {
+	rdb      redis.UniversalClient
+	ns       string
+	timeout  time.Duration
+	size     int
+	member   string
+	logger   *slog.Logger
+	onChange func(available bool, err error)
+
+	inflight chan struct{} // a slot per outstanding Redis call
+	lastLive atomic.Int64  // the most members any key had in the last reply
+
+	mu      sync.Mutex
+	down    bool      // the breaker is open
+	probeAt time.Time // when open: when the next probe may go
+	backoff time.Duration
+	probing bool // a probe is out
+}
+
+var _ polite.Fleet = (*Fleet)(nil)
+
+// An Option configures a [Fleet].
+type Option func(*Fleet)
+
+// WithTimeout sets the deadline of each Redis call. Default:
+// [DefaultTimeout]. d <= 0 means the default.
+func WithTimeout(d time.Duration) Option {
+	return func(f *Fleet) {
+		if d > 0 {
+			f.timeout = d
+		}
+	}
+}
+
+// WithNamespace prefixes every Redis key with ns, so that fleets (or
+// deployments of different polite versions) do not share state. Default:
+// [DefaultNamespace].
+func WithNamespace(ns string) Option {
+	return func(f *Fleet) {
+		if ns != "" {
+			f.ns = ns
+		}
+	}
+}
+
+// WithSize sets how many processes share the fleet, for the pacing of each
+// while Redis cannot be asked: each paces at the fleet's rate divided by
+// n. Default: 0, the number of processes that sent to the key lately as
+// Redis last said (1 before Redis ever answered, so that a process that
+// never reached Redis paces at the whole rate: set it when that would
+// matter).
+func WithSize(n int) Option {
+	return func(f *Fleet) { f.size = max(n, 0) }
+}
+
+// WithMember names this process among the members (default: host name,
+// process ID and a random suffix). Each process of the fleet needs its own
+// name.
+func WithMember(name string) Option {
+	return func(f *Fleet) {
+		if name != "" {
+			f.member = name
+		}
+	}
+}
+
+// WithLogger logs each change between shared and local pacing to l, at
+// Warn. Default: nil, silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(f *Fleet) { f.logger = l }
+}
+
+// WithOnChange calls fn at each change between shared pacing (available
+// true) and local pacing (false, with the error that caused it). It runs
+// on the goroutine of a request, with no lock held. Default: nil.
+func WithOnChange(fn func(available bool, err error)) Option {
+	return func(f *Fleet) { f.onChange = fn }
+}
+
+// New returns a Fleet on rdb, configured by opts.
+func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
+	f := &Fleet{
+		rdb:      rdb,
+		ns:       DefaultNamespace,
+		timeout:  DefaultTimeout,
+		member:   defaultMember(),
+		inflight: make(chan struct{}, maxInFlight),
+		backoff:  probeFirst,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(f)
+		}
+	}
+	return f
+}
+
+// Reserve implements [polite.Fleet]: it books the next send for key.
+func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	ei, burst := interval(r.PerSecond, r.Burst)
+	n, per := 0, int64(0)
+	if r.Window.N > 0 && r.Window.Per > 0 {
+		n, per = r.Window.N, r.Window.Per.Microseconds()
+	}
+	maxWait := int64(-1)
+	if r.MaxWait >= 0 {
+		maxWait = r.MaxWait.Microseconds()
+	}
+	v, err := f.run(ctx, reserveScript, f.keys(key),
+		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds())
+	if err != nil {
+		return polite.FleetGrant{}, err
+	}
+	if len(v) != 4 {
+		return polite.FleetGrant{}, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
+	}
+	f.lastLive.Store(v[3])
+	return polite.FleetGrant{
+		Granted: v[0] == 1,
+		Wait:    time.Duration(max(v[1], 0)) * time.Microsecond,
+		Paused:  time.Duration(max(v[2], 0)) * time.Microsecond,
+		Members: int(v[3]),
+	}, nil
+}
+
+// Pause implements [polite.Fleet]: it holds every process's sends to key
+// for d.
+func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite.FleetRequest) error {
+	if d <= 0 {
+		return nil
+	}
+	ei, burst := interval(r.PerSecond, r.Burst)
+	_, err := f.run(ctx, pauseScript, f.keys(key)[:1], max(d.Microseconds(), 1), ei, burst, grace.Microseconds())
+	return err
+}
+
+// Size implements [polite.Fleet]: the size set by [WithSize], or else the
+// processes that sent to a key lately, as Redis last said; at least 1.
+func (f *Fleet) Size() int {
+	if f.size > 0 {
+		return f.size
+	}
+	return int(max(f.lastLive.Load(), 1))
+}
+
+// Available reports whether the fleet paces on shared state: Redis
+// answered the last call, or has not been asked yet.
+func (f *Fleet) Available() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.down
+}
+
+// interval returns the GCRA's emission interval in µs for perSecond (0 for
+// no pacing) and the burst, at least 1.
+func interval(perSecond float64, burst int) (int64, int) {
+	if !(perSecond > 0) || math.IsInf(perSecond, 1) {
+		return 0, max(burst, 1)
+	}
+	return max(int64(math.Round(1e6/perSecond)), 1), max(burst, 1)
+}
+
+// keys returns the Redis keys of polite key key: state, window, members.
+// They share a hash tag, key with its braces escaped, so that they hash to
+// one Cluster slot.
+func (f *Fleet) keys(key string) []string {
+	tag := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
+	prefix := f.ns + ":v1:{" + tag + "}:"
+	return []string{prefix + "s", prefix + "w", prefix + "m"}
+}
+
+// run calls script under the fleet's deadline and breaker, and returns
+// its reply as integers.
+func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	if !f.allow(time.Now()) {
+		return nil, ErrUnavailable
+	}
+	select {
+	case f.inflight <- struct{}{}:
+	default:
+		return nil, f.failed(fmt.Errorf("%w: %d calls outstanding", ErrUnavailable, maxInFlight))
+	}
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+	type reply struct {
+		v   []int64
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		defer func() { <-f.inflight }()
+		defer cancel()
+		res, err := script.Run(callCtx, f.rdb, keys, args...).Result()
+		done <- reply{ints(res), err}
+	}()
+	timer := time.NewTimer(f.timeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, f.failed(fmt.Errorf("%w: %w", ErrUnavailable, r.err))
+		}
+		f.succeeded()
+		return r.v, nil
+	case <-timer.C:
+		return nil, f.failed(fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.timeout))
+	case <-ctx.Done():
+		// The caller gave up: Redis is not to blame. (A probe gives its
+		// turn to the next call.)
+		f.mu.Lock()
+		f.probing = false
+		f.mu.Unlock()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// ints reads a script's reply: an integer or a list of integers.
+func ints(res any) []int64 {
+	switch v := res.(type) {
+	case int64:
+		return []int64{v}
+	case []any:
+		out := make([]int64, 0, len(v))
+		for _, x := range v {
+			if i, ok := x.(int64); ok {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// allow reports whether a Redis call may go at now: the breaker is closed,
+// or it is open, its wait is over, and no other probe is out.
+func (f *Fleet) allow(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down {
+		return true
+	}
+	if f.probing || now.Before(f.probeAt) {
+		return false
+	}
+	f.probing = true
+	return true
+}
+
+// failed opens the breaker, or backs off when a probe failed, and
+// returns err.
+func (f *Fleet) failed(err error) error {
+	f.mu.Lock()
+	changed := !f.down
+	switch {
+	case !f.down:
+		f.down, f.backoff = true, probeFirst
+	case f.probing:
+		f.probing, f.backoff = false, min(2*f.backoff, probeLast)
+	default: // a call that was out when the breaker opened
+		f.mu.Unlock()
+		return err
+	}
+	// A jittered wait, so that the processes of a fleet do not probe in
+	// step.
+	wait := f.backoff/2 + time.Duration(mrand.Int64N(int64(f.backoff/2)+1))
+	f.probeAt = time.Now().Add(wait)
+	f.mu.Unlock()
+	if changed {
+		if f.logger != nil {
+			f.logger.Warn("polite fleet: Redis unavailable, pacing locally", "err", err)
+		}
+		if f.onChange != nil {
+			f.onChange(false, err)
+		}
+	}
+	return err
+}
+
+// succeeded closes the breaker.
+func (f *Fleet) succeeded() {
+	f.mu.Lock()
+	changed := f.down
+	f.down, f.probing, f.backoff = false, false, probeFirst
+	f.mu.Unlock()
+	if changed {
+		if f.logger != nil {
+			f.logger.Warn("polite fleet: Redis back, pacing on shared state")
+		}
+		if f.onChange != nil {
+			f.onChange(true, nil)
+		}
+	}
+}
+
+func defaultMember() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,245 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleet"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var ctx = context.Background()
+
+// At 100 a second with a burst of 1, bookings made back to back are
+// spaced by 10ms on Redis's clock: the k-th waits k·10ms less the time
+// since the first.
+func TestReserveSpacesSends(t *testing.T) {
+	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
+	start := time.Now()
+	for k := range 20 {
+		g, err := f.Reserve(ctx, "api.example", r)
+		require.NoError(t, err)
+		require.True(t, g.Granted)
+		want := time.Duration(k)*10*time.Millisecond - time.Since(start)
+		assert.InDelta(t, want.Seconds(), g.Wait.Seconds(), 0.003, "booking %d", k)
+		assert.Equal(t, 1, g.Members)
+	}
+}
+
+// With no wait accepted, the reserving script decides as go-redis/
+// redis_rate's GCRA does on the same limit: redis_rate is the oracle.
+func TestReserveAgreesWithRedisRate(t *testing.T) {
+	rdb := newClient(t, sharedAddr(t))
+	f := fleet.New(rdb, fleet.WithNamespace(uniqueNamespace(t)))
+	oracle := redis_rate.NewLimiter(rdb)
+	key := uniqueNamespace(t)
+	for _, lim := range []struct {
+		perSecond float64
+		burst     int
+	}{{1, 1}, {1, 5}, {2, 10}} {
+		for i := range 3 * lim.burst {
+			g, err := f.Reserve(ctx, key+"-ours", polite.FleetRequest{PerSecond: lim.perSecond, Burst: lim.burst, MaxWait: 0})
+			require.NoError(t, err)
+			res, err := oracle.Allow(ctx, key+"-oracle", redis_rate.Limit{Rate: int(lim.perSecond), Burst: lim.burst, Period: time.Second})
+			require.NoError(t, err)
+			require.Equal(t, res.Allowed == 1, g.Granted, "rate %v burst %d, call %d", lim.perSecond, lim.burst, i)
+			if !g.Granted {
+				assert.InDelta(t, res.RetryAfter.Seconds(), g.Wait.Seconds(), 0.005, "the wait, call %d", i)
+			}
+		}
+		key += "x"
+	}
+}
+
+// A pause holds every booking until it ends, and the sends after it are
+// spaced by the interval: no burst at the pause's end.
+func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
+	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	r := polite.FleetRequest{PerSecond: 100, Burst: 10, MaxWait: -1}
+	require.NoError(t, f.Pause(ctx, "api.example", 300*time.Millisecond, r))
+	start := time.Now()
+	for k := range 5 {
+		g, err := f.Reserve(ctx, "api.example", r)
+		require.NoError(t, err)
+		want := 300*time.Millisecond + time.Duration(k)*10*time.Millisecond - time.Since(start)
+		assert.InDelta(t, want.Seconds(), g.Wait.Seconds(), 0.005, "booking %d", k)
+		assert.Greater(t, g.Paused, time.Duration(0))
+	}
+	// A shorter pause never cuts a longer one.
+	require.NoError(t, f.Pause(ctx, "api.example", time.Millisecond, r))
+	g, err := f.Reserve(ctx, "api.example", r)
+	require.NoError(t, err)
+	assert.Greater(t, g.Paused, 250*time.Millisecond)
+}
+
+// A window of 5 per second: the 6th booking waits for the first to leave
+// the window, and no interval of a second holds 6 bookings.
+func TestWindowBooksExactly(t *testing.T) {
+	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	r := polite.FleetRequest{Window: polite.Window{N: 5, Per: time.Second}, MaxWait: -1}
+	start := time.Now()
+	var at []time.Duration
+	for range 17 {
+		g, err := f.Reserve(ctx, "api.example", r)
+		require.NoError(t, err)
+		at = append(at, time.Since(start)+g.Wait)
+	}
+	for i := 5; i < len(at); i++ {
+		assert.GreaterOrEqual(t, at[i]-at[i-5], time.Second-2*time.Millisecond, "bookings %d and %d", i-5, i)
+	}
+	assert.Less(t, at[16], 3*time.Second+100*time.Millisecond, "17 bookings fit in 3 windows")
+	// A booking that would wait longer than accepted books nothing.
+	g, err := f.Reserve(ctx, "api.example", polite.FleetRequest{Window: r.Window, MaxWait: 0})
+	require.NoError(t, err)
+	assert.False(t, g.Granted)
+	g2, err := f.Reserve(ctx, "api.example", r)
+	require.NoError(t, err)
+	assert.InDelta(t, g.Wait.Seconds(), g2.Wait.Seconds(), 0.005, "the refused booking took no place")
+}
+
+// Redis forgets its scripts on SCRIPT FLUSH (and on a restart or
+// failover); the next call loads them again.
+func TestScriptsReloadAfterFlush(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := fleet.New(rdb)
+	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	_, err := f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	_, err = f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+	assert.True(t, f.Available())
+}
+
+// Every key that one polite key uses hashes to one Cluster slot, whatever
+// the key holds (braces included), so that a script touches one slot.
+func TestKeysShareOneClusterSlot(t *testing.T) {
+	srv := startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
+	rdb := newClient(t, srv.addr)
+	ns := uniqueNamespace(t)
+	for _, key := range []string{"api.example", "a{b}c", "{", "}{", "tenant:{42}"} {
+		var slots []int64
+		for _, suffix := range []string{"s", "w", "m"} {
+			slot, err := rdb.ClusterKeySlot(ctx, fleet.RedisKey(ns, key, suffix)).Result()
+			require.NoError(t, err)
+			slots = append(slots, slot)
+		}
+		assert.Equal(t, slots[0], slots[1], key)
+		assert.Equal(t, slots[0], slots[2], key)
+	}
+	a, _ := rdb.ClusterKeySlot(ctx, fleet.RedisKey(ns, "a", "s")).Result()
+	b, _ := rdb.ClusterKeySlot(ctx, fleet.RedisKey(ns, "b", "s")).Result()
+	assert.NotEqual(t, a, b, "two polite keys spread over slots")
+}
+
+// Every key the scripts write has a TTL.
+func TestEveryWriteExpires(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := fleet.New(rdb)
+	r := polite.FleetRequest{PerSecond: 10, Burst: 2, Window: polite.Window{N: 3, Per: time.Second}, MaxWait: -1}
+	_, err := f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+	require.NoError(t, f.Pause(ctx, "b", time.Second, r))
+	keys, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 4) // a's state, window and members; b's state
+	for _, k := range keys {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, time.Duration(0), k)
+	}
+}
+
+// Redis hung (SIGSTOP): a call returns within the timeout, the breaker
+// opens and later calls return at once; Redis back: a probe finds it
+// within a second.
+func TestFailOpenWhenRedisHangs(t *testing.T) {
+	srv := startRedis(t)
+	var mu sync.Mutex
+	var changes []bool
+	f := fleet.New(newClient(t, srv.addr), fleet.WithOnChange(func(ok bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, ok)
+	}))
+	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	_, err := f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+
+	srv.signal(t, syscall.SIGSTOP)
+	start := time.Now()
+	_, err = f.Reserve(ctx, "a", r)
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.Less(t, time.Since(start), fleet.DefaultTimeout+30*time.Millisecond)
+	assert.False(t, f.Available())
+	start = time.Now()
+	_, err = f.Reserve(ctx, "a", r)
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.Less(t, time.Since(start), 5*time.Millisecond, "the breaker answers at once")
+
+	srv.signal(t, syscall.SIGCONT)
+	back := time.Now()
+	for !f.Available() {
+		_, _ = f.Reserve(ctx, "a", r)
+		require.Less(t, time.Since(back), time.Second, "back on shared state within a second")
+		time.Sleep(5 * time.Millisecond) // real Redis, real time
+	}
+	mu.Lock()
+	assert.Equal(t, []bool{false, true}, changes)
+	mu.Unlock()
+}
+
+// Redis gone (connection refused) and back on the same port.
+func TestFailOpenWhenRedisRestarts(t *testing.T) {
+	srv := startRedis(t)
+	f := fleet.New(newClient(t, srv.addr))
+	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	_, err := f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+	srv.stop()
+	start := time.Now()
+	_, err = f.Reserve(ctx, "a", r)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, fleet.ErrUnavailable), err)
+	assert.Less(t, time.Since(start), fleet.DefaultTimeout+30*time.Millisecond)
+	srv.restart(t)
+	back := time.Now()
+	for !f.Available() {
+		_, _ = f.Reserve(ctx, "a", r)
+		require.Less(t, time.Since(back), time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = f.Reserve(ctx, "a", r)
+	assert.NoError(t, err)
+}
+
+func TestSizeIsConfiguredOrLive(t *testing.T) {
+	rdb := newClient(t, sharedAddr(t))
+	ns := uniqueNamespace(t)
+	assert.Equal(t, 7, fleet.New(rdb, fleet.WithSize(7)).Size())
+	a := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember("a"))
+	b := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember("b"))
+	assert.Equal(t, 1, a.Size(), "before Redis answered")
+	r := polite.FleetRequest{PerSecond: 1000, Burst: 10, MaxWait: -1}
+	_, err := a.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	g, err := b.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	assert.Equal(t, 2, g.Members)
+	assert.Equal(t, 2, b.Size())
+	assert.True(t, strings.Contains(fleet.RedisKey(ns, "k", "m"), "{k}"))
+	_ = redis.Nil
+}

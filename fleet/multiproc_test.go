@@ -1,0 +1,383 @@
+package fleet_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleet"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// limitServer enforces limit requests a second with a GCRA of burst (a
+// token bucket full at first), as the bench's synthetic server does: 429
+// with Retry-After in whole seconds, at least 1. It logs every arrival.
+// pauseAt > 0 makes it answer its pauseAt-th request with a 429 and
+// "Retry-After: 2" instead.
+type limitServer struct {
+	limit, burst float64
+	pauseAt      int64
+
+	mu       sync.Mutex
+	tokens   float64
+	last     time.Time
+	arrivals []time.Time
+	refused  []bool
+	paused   time.Time    // when it answered the pausing 429
+	down     [2]time.Time // when Redis was stopped and started again, if it was
+	n        atomic.Int64
+}
+
+func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	n := s.n.Add(1)
+	s.mu.Lock()
+	if s.last.IsZero() {
+		s.tokens = s.burst
+	} else {
+		s.tokens = math.Min(s.burst, s.tokens+now.Sub(s.last).Seconds()*s.limit)
+	}
+	s.last = now
+	ok := s.tokens >= 1
+	if ok {
+		s.tokens--
+	}
+	if n == s.pauseAt {
+		ok, s.paused = false, now
+	}
+	s.arrivals = append(s.arrivals, now)
+	s.refused = append(s.refused, !ok)
+	wait := (1 - s.tokens) / s.limit
+	s.mu.Unlock()
+	switch {
+	case n == s.pauseAt:
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusTooManyRequests)
+	case !ok:
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait)))))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}
+
+// share returns what the server accepted over what it allows from its
+// first arrival to its last (its burst, then limit a second).
+func (s *limitServer) share() float64 {
+	ok, _ := s.counts(time.Time{}, time.Now().Add(time.Hour))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	span := s.arrivals[len(s.arrivals)-1].Sub(s.arrivals[0])
+	return float64(ok) / (s.burst + s.limit*span.Seconds())
+}
+
+// perSecond returns the requests accepted in each second from the first
+// arrival.
+func (s *limitServer) perSecond() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for i, at := range s.arrivals {
+		k := int(at.Sub(s.arrivals[0]) / time.Second)
+		for len(out) <= k {
+			out = append(out, 0)
+		}
+		if !s.refused[i] {
+			out[k]++
+		}
+	}
+	return out
+}
+
+// counts returns the requests accepted and refused in [from, to).
+func (s *limitServer) counts(from, to time.Time) (ok, refused int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, at := range s.arrivals {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		if s.refused[i] {
+			refused++
+		} else {
+			ok++
+		}
+	}
+	return ok, refused
+}
+
+// maxIn returns the most arrivals in any interval of length w.
+func (s *limitServer) maxIn(w time.Duration) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slices.Clone(s.arrivals)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	most, lo := 0, 0
+	for hi := range at {
+		for at[hi].Sub(at[lo]) >= w {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}
+
+// childReport is what a child process prints: its calls and how they
+// ended.
+type childReport struct {
+	Calls, OK, Refused, Errors int
+	FirstError                 string `json:",omitempty"`
+}
+
+// fleetRun is one multi-process run.
+type fleetRun struct {
+	procs, workers int
+	limit          float64 // the server's limit, requests a second
+	configured     bool    // each process is configured WithRate(limit, burst); else it learns
+	length         time.Duration
+	pauseAt        int64
+	down           [2]time.Duration // Redis stopped from down[0] after the start until down[1]; none if zero
+}
+
+// run starts a server and a Redis, then the processes, and returns the
+// server and the calls the processes made and the Redis script calls.
+func (fr fleetRun) run(t *testing.T) (*limitServer, childReport, int64) {
+	t.Helper()
+	// The server's burst is 10, or 10ms of its rate if that is more (20
+	// at 2,000 a second): the clients' burst is 10, and the margin
+	// absorbs the jitter of arrivals on a busy machine.
+	srv := &limitServer{limit: fr.limit, burst: max(10, fr.limit/100), pauseAt: fr.pauseAt}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	redisSrv := startRedis(t)
+	rdb := newClient(t, redisSrv.addr)
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+
+	var cmds []*exec.Cmd
+	var outs []*bufio.Scanner
+	for i := range fr.procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFleetChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(),
+			"POLITE_FLEET_CHILD=1",
+			"POLITE_FLEET_URL="+hs.URL,
+			"POLITE_FLEET_REDIS="+redisSrv.addr,
+			"POLITE_FLEET_MEMBER=p"+strconv.Itoa(i),
+			fmt.Sprintf("POLITE_FLEET_RATE=%v", map[bool]float64{true: fr.limit}[fr.configured]),
+			"POLITE_FLEET_WORKERS="+strconv.Itoa(fr.workers),
+			"POLITE_FLEET_SIZE="+strconv.Itoa(fr.procs),
+			"POLITE_FLEET_LENGTH="+fr.length.String())
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		cmds = append(cmds, cmd)
+		outs = append(outs, bufio.NewScanner(out))
+	}
+	if fr.down[1] > 0 {
+		time.Sleep(fr.down[0]) // the processes run meanwhile: real time
+		redisSrv.stop()
+		srv.mu.Lock()
+		srv.down[0] = time.Now()
+		srv.mu.Unlock()
+		time.Sleep(fr.down[1] - fr.down[0])
+		redisSrv.restart(t)
+		srv.mu.Lock()
+		srv.down[1] = time.Now()
+		srv.mu.Unlock()
+		rdb = newClient(t, redisSrv.addr)
+	}
+	var total childReport
+	for i, cmd := range cmds {
+		var got bool
+		for outs[i].Scan() {
+			line := outs[i].Text()
+			if rest, ok := strings.CutPrefix(line, "REPORT "); ok {
+				var r childReport
+				require.NoError(t, json.Unmarshal([]byte(rest), &r))
+				total.Calls, total.OK, total.Refused, total.Errors = total.Calls+r.Calls, total.OK+r.OK, total.Refused+r.Refused, total.Errors+r.Errors
+				got = true
+				if total.FirstError == "" {
+					total.FirstError = r.FirstError
+				}
+			}
+		}
+		require.NoError(t, cmd.Wait())
+		require.True(t, got, "process %d reported nothing", i)
+	}
+	return srv, total, scriptCalls(t, rdb)
+}
+
+// scriptCalls returns the script calls Redis served since its stats were
+// reset: EVALSHA, and EVAL after a NOSCRIPT.
+func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	var calls int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				for _, field := range strings.Split(rest, ",") {
+					if v, ok := strings.CutPrefix(field, "calls="); ok {
+						n, _ := strconv.ParseInt(v, 10, 64)
+						calls += n
+					}
+				}
+			}
+		}
+	}
+	return calls
+}
+
+// TestFleetChild is a process of a multi-process run: it does nothing
+// unless the run started it.
+func TestFleetChild(t *testing.T) {
+	if os.Getenv("POLITE_FLEET_CHILD") != "1" {
+		return // not a child: a run starts this test in processes of its own
+	}
+	url := os.Getenv("POLITE_FLEET_URL")
+	perSecond, _ := strconv.ParseFloat(os.Getenv("POLITE_FLEET_RATE"), 64)
+	workers, _ := strconv.Atoi(os.Getenv("POLITE_FLEET_WORKERS"))
+	length, _ := time.ParseDuration(os.Getenv("POLITE_FLEET_LENGTH"))
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("POLITE_FLEET_REDIS"), PoolSize: 2 * workers})
+	defer rdb.Close()
+	size, _ := strconv.Atoi(os.Getenv("POLITE_FLEET_SIZE"))
+	f := fleet.New(rdb, fleet.WithMember(os.Getenv("POLITE_FLEET_MEMBER")), fleet.WithSize(size), fleet.WithOnChange(func(ok bool, err error) {
+		fmt.Fprintln(os.Stderr, time.Now().Format("15:04:05.000"), os.Getenv("POLITE_FLEET_MEMBER"), "fleet available:", ok, err)
+	}))
+	opts := []polite.Option{polite.WithFleet(f), polite.WithMaxAttempts(1)}
+	if perSecond > 0 {
+		opts = append(opts, polite.WithRate(perSecond, 10))
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = workers
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: polite.New(base, opts...)}
+	var report childReport
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	stop := time.Now().Add(length)
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+				resp, err := client.Do(req)
+				mu.Lock()
+				report.Calls++
+				switch {
+				case err != nil:
+					report.Errors++
+					if report.FirstError == "" {
+						report.FirstError = err.Error()
+					}
+				case resp.StatusCode == http.StatusTooManyRequests:
+					report.Refused++
+				default:
+					report.OK++
+				}
+				mu.Unlock()
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	out, _ := json.Marshal(report)
+	fmt.Println("REPORT " + string(out))
+}
+
+// Four processes, each configured WithRate(L, 10), share one Redis: together
+// they deliver at least 95% of L with at most 1% refused, at most 1% more
+// than L+10 in any second at the server, at one Redis round trip per
+// request.
+func TestFleetOfProcessesKeepsToOneQuota(t *testing.T) {
+	for _, limit := range []float64{100, 2000} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			fr := fleetRun{procs: 4, workers: 4, limit: limit, configured: true, length: 4 * time.Second}
+			srv, rep, calls := fr.run(t)
+			ok, refused := srv.counts(time.Time{}, time.Now())
+			attempts := ok + refused
+			share := srv.share()
+			t.Logf("L=%v, 4 processes: %.3f of L, %d refused of %d attempts, %.2f script calls per attempt, max in 1s %d; accepted per second %v; processes: %+v",
+				limit, share, refused, attempts, float64(calls)/float64(attempts), srv.maxIn(time.Second), srv.perSecond(), rep)
+			assert.GreaterOrEqual(t, share, 0.95)
+			assert.LessOrEqual(t, float64(refused), 0.01*float64(attempts))
+			// At the server, arrivals jitter around the booked instants:
+			// at most 1% over the GCRA's b + L in any second.
+			assert.LessOrEqual(t, float64(srv.maxIn(time.Second)), 1.01*(limit+srv.burst))
+			// One script call per attempt, and one more for each of the
+			// first calls of a process, made at once, whose EVALSHA finds
+			// no script: it is sent again with EVAL.
+			assert.LessOrEqual(t, calls, int64(attempts+fr.procs*fr.workers))
+			assert.Zero(t, rep.Errors)
+		})
+	}
+}
+
+// One process gets a 429 with Retry-After: 2; no process sends to the key
+// until it ends, but for the sends booked before the pause (at most the
+// workers' bookings, which run 160ms ahead at this rate): none arrives
+// from 250ms after the 429 until the pause ends, and the sends after it
+// resume spaced, not in a burst.
+func TestFleetSharesARetryAfter(t *testing.T) {
+	fr := fleetRun{procs: 4, workers: 4, limit: 100, configured: true, length: 5 * time.Second, pauseAt: 150}
+	srv, rep, _ := fr.run(t)
+	require.False(t, srv.paused.IsZero(), "the server paused no one")
+	p := srv.paused
+	early, _ := srv.counts(p.Add(time.Nanosecond), p.Add(250*time.Millisecond))
+	during, refusedDuring := srv.counts(p.Add(250*time.Millisecond), p.Add(2*time.Second-5*time.Millisecond))
+	after, _ := srv.counts(p.Add(2*time.Second-5*time.Millisecond), p.Add(2*time.Second+100*time.Millisecond))
+	t.Logf("after the 429: %d arrivals booked before it (first 250ms), %d during the rest of the pause, %d in the 100ms after it; processes: %+v",
+		early, during+refusedDuring, after, rep)
+	assert.Zero(t, during+refusedDuring, "a process sent during the pause")
+	assert.LessOrEqual(t, early, fr.procs*fr.workers)
+	assert.LessOrEqual(t, after, 12, "no burst after the pause: 100 a second, and one more at its end")
+}
+
+// Redis stopped for 5 seconds mid-run, then started again on its port:
+// no call fails or hangs, the fleet paces meanwhile at L split over its
+// configured size (within 10% of L), and it is back on shared state
+// within a second of Redis's return.
+func TestFleetFailsOpen(t *testing.T) {
+	fr := fleetRun{procs: 4, workers: 4, limit: 100, configured: true, length: 9 * time.Second,
+		down: [2]time.Duration{2 * time.Second, 7 * time.Second}}
+	srv, rep, calls := fr.run(t)
+	down, up := srv.down[0], srv.down[1]
+	// The rate while Redis was down, leaving out the first 100ms (calls
+	// waiting on Redis when it went) and the time to restart it.
+	from, to := down.Add(100*time.Millisecond), up.Add(-100*time.Millisecond)
+	ok, refused := srv.counts(from, to)
+	rate := float64(ok+refused) / to.Sub(from).Seconds()
+	t.Logf("Redis stopped at %s, ready again at %s", down.Format("15:04:05.000"), up.Format("15:04:05.000"))
+	t.Logf("Redis down %v: %.1f requests a second at the server (L = %v), %d refused; after it returned: %d script calls; processes: %+v",
+		up.Sub(down).Round(time.Millisecond), rate, fr.limit, refused, calls, rep)
+	srv.mu.Lock()
+	var bins [60]int
+	for _, at := range srv.arrivals {
+		if k := int(at.Sub(down) / (100 * time.Millisecond)); k >= 0 && k < len(bins) {
+			bins[k]++
+		}
+	}
+	srv.mu.Unlock()
+	t.Logf("arrivals per 100ms from Redis's stop: %v", bins)
+	assert.Zero(t, rep.Errors, "a call failed")
+	assert.InDelta(t, fr.limit, rate, 0.1*fr.limit)
+	// Back on shared state: Redis served script calls again, as many as
+	// the requests sent after it returned, less the first second.
+	okAfter, refusedAfter := srv.counts(up.Add(time.Second), time.Now().Add(time.Hour))
+	assert.GreaterOrEqual(t, calls, int64(okAfter+refusedAfter), "the processes went back to Redis")
+}

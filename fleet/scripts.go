@@ -1,0 +1,117 @@
+package fleet
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts work in integer microseconds of Redis's own clock (TIME),
+// never the processes' clocks; a microsecond count since 1970 is exact in
+// a Lua number (a double) until the year 2255. Numbers are written with
+// string.format('%.0f'), since Lua's own conversion keeps 14 digits only,
+// and returned as integers, since Redis truncates Lua numbers in replies.
+// Every write sets a TTL. Control flow is in status codes, never in
+// errors.
+//
+// The keys of one polite key share a hash tag, so that one script call
+// touches one Cluster slot:
+//
+//	KEYS[1] <ns>:v1:{<key>}:s  hash: tat (the GCRA's theoretical arrival
+//	                           time), pause (no send before), seq
+//	KEYS[2] <ns>:v1:{<key>}:w  sorted set: the window's booked sends
+//	KEYS[3] <ns>:v1:{<key>}:m  sorted set: member → its last call
+
+// reserveScript books one send. ARGV: the emission interval in µs (0: no
+// pacing), the burst, the window's n (0: none) and length in µs, the
+// longest wait accepted in µs (-1: any), the member, how long a member
+// counts as live in µs, and how long the state outlives its last use in
+// µs. It replies {granted (1 or 0), wait µs, pause left µs, live members}.
+//
+// The send's instant is the latest of: now, the GCRA's slot (TAT −
+// (burst−1)·interval), the pause's end, and, with a window, the n-th
+// newest booking plus the window's length (bookings are monotonic, so
+// only that window need be checked). A wait over the longest accepted
+// books nothing.
+var reserveScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ei, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, per = tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxwait, member = tonumber(ARGV[5]), ARGV[6]
+local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
+local f = function(x) return string.format('%.0f', x) end
+
+redis.call('ZADD', KEYS[3], f(now), member)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
+redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
+local members = redis.call('ZCARD', KEYS[3])
+
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause')
+local tat = tonumber(st[1]) or now
+local pause = tonumber(st[2]) or 0
+if tat < now then tat = now end
+local slot = now
+if ei > 0 and tat - (burst - 1) * ei > slot then slot = tat - (burst - 1) * ei end
+if pause > slot then slot = pause end
+if n > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', f(now - per))
+  local c = redis.call('ZCARD', KEYS[2])
+  if c > 0 then
+    local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    if tonumber(newest[2]) > slot then slot = tonumber(newest[2]) end
+  end
+  if c >= n then
+    local r = redis.call('ZRANGE', KEYS[2], c - n, c - n, 'WITHSCORES')
+    if tonumber(r[2]) + per > slot then slot = tonumber(r[2]) + per end
+  end
+end
+local paused = pause - now
+if paused < 0 then paused = 0 end
+if maxwait >= 0 and slot - now > maxwait then
+  return {0, slot - now, paused, members}
+end
+
+local keep = now
+if ei > 0 then
+  if slot > tat then tat = slot end
+  tat = tat + ei
+  redis.call('HSET', KEYS[1], 'tat', f(tat))
+  keep = tat
+end
+if pause > keep then keep = pause end
+if n > 0 then
+  local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  redis.call('ZADD', KEYS[2], f(slot), member .. ':' .. seq)
+  redis.call('PEXPIRE', KEYS[2], math.ceil((slot - now + per) / 1000) + 1000)
+  if slot > keep then keep = slot end
+end
+if ei > 0 or n > 0 or pause > 0 then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
+end
+return {1, slot - now, paused, members}
+`)
+
+// pauseScript holds the key's sends for a while. ARGV: the pause in µs,
+// the emission interval in µs (0: none), the burst, and the state's grace
+// in µs. The pause never shortens a longer one, and the GCRA's TAT moves
+// to the pause's end plus burst−1 intervals, so that the sends after the
+// pause are spaced by the interval from its end: the fleet resumes
+// without a burst. It replies the pause left, in µs.
+var pauseScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local d, ei, burst, grace = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local f = function(x) return string.format('%.0f', x) end
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause')
+local tat = tonumber(st[1]) or now
+local pause = tonumber(st[2]) or 0
+if now + d > pause then
+  pause = now + d
+  redis.call('HSET', KEYS[1], 'pause', f(pause))
+end
+local keep = pause
+if ei > 0 and tat < pause + (burst - 1) * ei then
+  tat = pause + (burst - 1) * ei
+  redis.call('HSET', KEYS[1], 'tat', f(tat))
+end
+if tat > keep then keep = tat end
+redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
+return pause - now
+`)

@@ -1,0 +1,99 @@
+package polite
+
+import "time"
+
+// windowSlices is how many parts of a window's length a windowLog tells
+// apart: the sends within one part are merged into one entry.
+const windowSlices = 256
+
+// windowLog is a key's log of send instants under WithWindow: it books
+// each send at the earliest instant that leaves at most n sends in any
+// interval of length per, counting the send. Bookings are monotonic (a
+// send is booked no earlier than the one before it), so only the window
+// that ends at the booking need be checked.
+//
+// Memory is bounded: the sends booked less than per/windowSlices after
+// the first send of the newest entry are merged into it, which counts
+// them at the latest of their instants. Counting a send later than it was
+// sent can only delay the sends after it, by at most per/windowSlices;
+// never allow one more. Entries older than the newest by per or more can
+// no longer matter and are dropped, so a log holds at most windowSlices+1
+// entries.
+type windowLog struct {
+	entries []windowEntry // oldest first
+	total   int           // the sends the entries count
+}
+
+// windowEntry counts the sends booked from first to at, Unix nanoseconds.
+type windowEntry struct {
+	first, at int64
+	count     int
+}
+
+// book books a send at the earliest instant from now on that keeps at
+// most n sends in any interval of length per, and returns it.
+func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
+	t := now.UnixNano()
+	if len(w.entries) > 0 {
+		t = max(t, w.entries[len(w.entries)-1].at)
+	}
+	// The sends in (t-per, t] must be at most n-1 before this one: drop
+	// from the oldest, moving t past each entry dropped, until they are.
+	p := int64(per)
+	drop, left := 0, w.total
+	for drop < len(w.entries) && (w.entries[drop].at <= t-p || left > n-1) {
+		if e := w.entries[drop]; e.at > t-p {
+			t = e.at + p // the earliest instant that leaves e out
+		}
+		left -= w.entries[drop].count
+		drop++
+	}
+	w.entries, w.total = w.entries[drop:], left
+	if len(w.entries) == 0 {
+		w.entries = w.entries[:0:0] // let the dropped ones go
+	}
+	if k := len(w.entries) - 1; k >= 0 && t-w.entries[k].first < p/windowSlices {
+		w.entries[k].at = t
+		w.entries[k].count++
+	} else {
+		w.entries = append(w.entries, windowEntry{first: t, at: t, count: 1})
+	}
+	w.total++
+	return time.Unix(0, t)
+}
+
+// cancel gives back a send booked at at, if it was the last booked: it no
+// longer counts against the window. The sends after it are still booked no
+// earlier than it was (bookings stay monotonic); a booking that is not the
+// last stays counted, which only delays later sends.
+func (w *windowLog) cancel(at time.Time) {
+	k := len(w.entries) - 1
+	if k < 0 || w.entries[k].at != at.UnixNano() || w.entries[k].count == 0 {
+		return
+	}
+	w.entries[k].count--
+	w.total--
+}
+
+// admitWindow returns when the key's window (WithWindow) lets the call
+// send: it books the call's place in the window and waits for it.
+func (c *call) admitWindow(ks *keyState) error {
+	win := c.t.cfg.window
+	now := time.Now()
+	ks.mu.Lock()
+	x := ks.extraLocked()
+	if x.window == nil {
+		x.window = new(windowLog)
+	}
+	at := x.window.book(now, win.N, win.Per+windowGuard)
+	ks.mu.Unlock()
+	wait := at.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	return c.waitFor(wait, now, false, func() {
+		ks.mu.Lock()
+		x.window.cancel(at)
+		ks.mu.Unlock()
+	})
+}

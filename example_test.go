@@ -259,3 +259,29 @@ func ExampleRobotsError() {
 	// down.example 503 true
 	// polite: robots.txt of down.example unreachable (status 503), host off limits
 }
+
+// An API that states "3 requests per 200ms": WithWindow keeps every
+// interval of 200ms to 3 requests, and the 4th waits for the first to
+// leave the window.
+func ExampleWithWindow() {
+	api := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return respond(req, http.StatusOK, io.NopCloser(strings.NewReader("ok"))), nil
+	})
+	tr := polite.New(api, polite.WithWindow(3, 200*time.Millisecond))
+	start := time.Now()
+	for i := range 4 {
+		req, _ := http.NewRequest(http.MethodGet, "http://api.example/items", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Printf("request %d after %v\n", i+1, time.Since(start).Truncate(100*time.Millisecond))
+	}
+	// Output:
+	// request 1 after 0s
+	// request 2 after 0s
+	// request 3 after 0s
+	// request 4 after 200ms
+}

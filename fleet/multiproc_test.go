@@ -151,6 +151,7 @@ type fleetRun struct {
 	length         time.Duration
 	pauseAt        int64
 	down           [2]time.Duration // Redis stopped from down[0] after the start until down[1]; none if zero
+	window         polite.Window    // each process is configured WithWindow(window.N, window.Per), if set
 }
 
 // run starts a server and a Redis, then the processes, and returns the
@@ -179,6 +180,7 @@ func (fr fleetRun) run(t *testing.T) (*limitServer, childReport, int64) {
 			fmt.Sprintf("POLITE_FLEET_RATE=%v", map[bool]float64{true: fr.limit}[fr.configured]),
 			"POLITE_FLEET_WORKERS="+strconv.Itoa(fr.workers),
 			"POLITE_FLEET_SIZE="+strconv.Itoa(fr.procs),
+			fmt.Sprintf("POLITE_FLEET_WINDOW=%d/%v", fr.window.N, fr.window.Per),
 			"POLITE_FLEET_LENGTH="+fr.length.String())
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
@@ -261,6 +263,11 @@ func TestFleetChild(t *testing.T) {
 	opts := []polite.Option{polite.WithFleet(f), polite.WithMaxAttempts(1)}
 	if perSecond > 0 {
 		opts = append(opts, polite.WithRate(perSecond, 10))
+	}
+	if n, per, ok := strings.Cut(os.Getenv("POLITE_FLEET_WINDOW"), "/"); ok && n != "0" {
+		count, _ := strconv.Atoi(n)
+		length, _ := time.ParseDuration(per)
+		opts = append(opts, polite.WithWindow(count, length))
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = workers
@@ -380,4 +387,22 @@ func TestFleetFailsOpen(t *testing.T) {
 	// the requests sent after it returned, less the first second.
 	okAfter, refusedAfter := srv.counts(up.Add(time.Second), time.Now().Add(time.Hour))
 	assert.GreaterOrEqual(t, calls, int64(okAfter+refusedAfter), "the processes went back to Redis")
+}
+
+// Four processes configured WithWindow(100, 5s): never 101 arrivals at the
+// server in any 5 seconds, and at least 98% of the quota used over three
+// windows.
+func TestFleetWindowIsExact(t *testing.T) {
+	win := polite.Window{N: 100, Per: 5 * time.Second}
+	fr := fleetRun{procs: 4, workers: 4, limit: 1e6, length: 12 * time.Second, window: win}
+	srv, rep, _ := fr.run(t)
+	srv.mu.Lock()
+	first := srv.arrivals[0]
+	srv.mu.Unlock()
+	used, _ := srv.counts(first, first.Add(3*win.Per+time.Second))
+	t.Logf("WithWindow(100, 5s), 4 processes: most in any 5 s %d, %d sent in the first three windows; processes: %+v",
+		srv.maxIn(win.Per), used, rep)
+	assert.LessOrEqual(t, srv.maxIn(win.Per), win.N)
+	assert.GreaterOrEqual(t, float64(used), 0.98*3*float64(win.N))
+	assert.Zero(t, rep.Errors)
 }

@@ -107,8 +107,12 @@ type Fleet struct {
 	logger   *slog.Logger
 	onChange func(available bool, err error)
 
+	lease    time.Duration
 	inflight chan struct{} // a slot per outstanding Redis call
-	lastLive atomic.Int64  // the most members any key had in the last reply
+	lastLive atomic.Int64  // the members of the key of the last reply
+
+	pmu     sync.Mutex
+	pockets map[string]*pocket // key → what is left of its lease
 
 	mu      sync.Mutex
 	down    bool      // the breaker is open
@@ -184,6 +188,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 		ns:       DefaultNamespace,
 		timeout:  DefaultTimeout,
 		member:   defaultMember(),
+		lease:    DefaultLease,
 		inflight: make(chan struct{}, maxInFlight),
 		backoff:  probeFirst,
 	}
@@ -195,8 +200,17 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 	return f
 }
 
-// Reserve implements [polite.Fleet]: it books the next send for key.
+// Reserve implements [polite.Fleet]: it books the next send for key, from
+// the process's lease when it has one.
 func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	if k := f.leaseSize(r); k > 1 {
+		return f.reserveLeased(ctx, key, r, k)
+	}
+	return f.reserve(ctx, key, r, 1)
+}
+
+// reserve books k sends for key in one script call.
+func (f *Fleet) reserve(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, error) {
 	ei, burst := interval(r.PerSecond, r.Burst)
 	n, per := 0, int64(0)
 	if r.Window.N > 0 && r.Window.Per > 0 {
@@ -207,7 +221,7 @@ func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) 
 		maxWait = r.MaxWait.Microseconds()
 	}
 	v, err := f.run(ctx, reserveScript, f.keys(key),
-		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds())
+		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k)
 	if err != nil {
 		return polite.FleetGrant{}, err
 	}
@@ -229,6 +243,7 @@ func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite
 	if d <= 0 {
 		return nil
 	}
+	f.dropLease(key)
 	ei, burst := interval(r.PerSecond, r.Burst)
 	_, err := f.run(ctx, pauseScript, f.keys(key)[:1], max(d.Microseconds(), 1), ei, burst, grace.Microseconds())
 	return err

@@ -243,3 +243,29 @@ func TestSizeIsConfiguredOrLive(t *testing.T) {
 	assert.True(t, strings.Contains(fleet.RedisKey(ns, "k", "m"), "{k}"))
 	_ = redis.Nil
 }
+
+// Above 200 a second a process leases: one script call books 50ms of the
+// rate (shared among the processes), and the process spends the sends one
+// interval apart, as the GCRA would have booked them one by one. A pause
+// empties the lease.
+func TestLeaseBooksSpacedSends(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := fleet.New(rdb, fleet.WithSize(2)) // 1,000 a second × 50ms ÷ 2: 25 sends a lease
+	r := polite.FleetRequest{PerSecond: 1000, Burst: 1, MaxWait: -1}
+	_, err := f.Reserve(ctx, "a", r) // loads the scripts
+	require.NoError(t, err)
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	start := time.Now()
+	for k := 1; k < 50; k++ {
+		g, err := f.Reserve(ctx, "a", r)
+		require.NoError(t, err)
+		want := time.Duration(k)*time.Millisecond - time.Since(start)
+		assert.InDelta(t, want.Seconds(), g.Wait.Seconds(), 0.002, "send %d", k)
+	}
+	assert.Equal(t, int64(1), scriptCalls(t, rdb), "49 sends: the 24 left of the first lease, then one lease of 25")
+
+	require.NoError(t, f.Pause(ctx, "a", 200*time.Millisecond, r))
+	g, err := f.Reserve(ctx, "a", r)
+	require.NoError(t, err)
+	assert.Greater(t, g.Wait, 150*time.Millisecond, "the lease was dropped: the next send waits for the pause")
+}

@@ -18,17 +18,21 @@ import "github.com/redis/go-redis/v9"
 //	KEYS[2] <ns>:v1:{<key>}:w  sorted set: the window's booked sends
 //	KEYS[3] <ns>:v1:{<key>}:m  sorted set: member → its last call
 
-// reserveScript books one send. ARGV: the emission interval in µs (0: no
+// reserveScript books sends. ARGV: the emission interval in µs (0: no
 // pacing), the burst, the window's n (0: none) and length in µs, the
 // longest wait accepted in µs (-1: any), the member, how long a member
-// counts as live in µs, and how long the state outlives its last use in
-// µs. It replies {granted (1 or 0), wait µs, pause left µs, live members}.
+// counts as live in µs, how long the state outlives its last use in µs,
+// and the sends to book (a lease; 1 with a window). It replies {granted
+// (1 or 0), wait µs, pause left µs, live members}.
 //
-// The send's instant is the latest of: now, the GCRA's slot (TAT −
+// The first send's instant is the latest of: now, the GCRA's slot (TAT −
 // (burst−1)·interval), the pause's end, and, with a window, the n-th
 // newest booking plus the window's length (bookings are monotonic, so
-// only that window need be checked). A wait over the longest accepted
-// books nothing.
+// only that window need be checked). A lease of k sends books k
+// consecutive slots of the GCRA, one interval apart from the first: each
+// conforms as a send booked alone would, so that a lease spent at its
+// spacing keeps the fleet within the GCRA. A wait over the longest
+// accepted books nothing.
 var reserveScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -36,6 +40,7 @@ local ei, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local n, per = tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
+local cost = tonumber(ARGV[9])
 local f = function(x) return string.format('%.0f', x) end
 
 redis.call('ZADD', KEYS[3], f(now), member)
@@ -71,7 +76,7 @@ end
 local keep = now
 if ei > 0 then
   if slot > tat then tat = slot end
-  tat = tat + ei
+  tat = tat + cost * ei
   redis.call('HSET', KEYS[1], 'tat', f(tat))
   keep = tat
 end

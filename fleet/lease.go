@@ -1,0 +1,143 @@
+package fleet
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/politehttp/polite"
+)
+
+// Leases: above leaseMinRate a process books several sends in one script
+// call and spends them itself, one GCRA interval apart, so that the fleet
+// keeps to the GCRA at a fraction of the round trips.
+const (
+	// DefaultLease is how much of the fleet's rate a lease holds: a
+	// process books the fleet's rate times DefaultLease, divided by the
+	// processes that share the key, in one call (at 2,000 a second and 4
+	// processes, 25 sends: one call per 25 requests).
+	DefaultLease = 50 * time.Millisecond
+	// leaseMinRate is the rate from which a lease books more than one send
+	// by default: below it, a call per request costs Redis little.
+	leaseMinRate = 200.0
+	// maxPockets bounds the keys whose leases a Fleet holds.
+	maxPockets = 4096
+)
+
+// pocket holds the sends left of a key's lease: left of them, the next at
+// next, the others one interval apart after it.
+type pocket struct {
+	next     time.Time
+	interval time.Duration
+	left     int
+	members  int
+	leasing  chan struct{} // closed when the lease out lands; nil when none is out
+}
+
+// WithLease sets how much of the fleet's rate one lease holds (see
+// [DefaultLease]); d <= 0 turns leases off: one script call per request at
+// any rate. Leases apply from 200 requests a second, to keys without a
+// window.
+func WithLease(d time.Duration) Option {
+	return func(f *Fleet) { f.lease = max(d, 0) }
+}
+
+// leaseSize returns how many sends to book for r: 1 without leases.
+func (f *Fleet) leaseSize(r polite.FleetRequest) int {
+	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || math.IsInf(r.PerSecond, 1) {
+		return 1
+	}
+	members := max(f.Size(), 1)
+	return max(int(math.Round(r.PerSecond*f.lease.Seconds()/float64(members))), 1)
+}
+
+// reserveLeased books a send for key from its pocket, leasing more when it
+// is empty. One call per key leases at a time; the others wait for it.
+func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, error) {
+	for {
+		now := time.Now()
+		f.pmu.Lock()
+		p := f.pockets[key]
+		if p == nil {
+			p = f.newPocketLocked(key, now)
+		}
+		if g, ok := f.takeLocked(p, now, r.MaxWait); ok {
+			f.pmu.Unlock()
+			return g, nil
+		}
+		if p.leasing != nil {
+			ch := p.leasing
+			f.pmu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return polite.FleetGrant{}, context.Cause(ctx)
+			}
+		}
+		p.leasing = make(chan struct{})
+		f.pmu.Unlock()
+
+		g, err := f.reserve(ctx, key, r, k)
+		f.pmu.Lock()
+		close(p.leasing)
+		p.leasing = nil
+		if err == nil && g.Granted {
+			ei, _ := interval(r.PerSecond, r.Burst)
+			p.next, p.interval, p.left, p.members = time.Now().Add(g.Wait), time.Duration(ei)*time.Microsecond, k, g.Members
+		}
+		f.pmu.Unlock()
+		if err != nil || !g.Granted {
+			return g, err
+		}
+	}
+}
+
+// takeLocked takes the next send of p's lease, if it has one still fresh
+// (its instant less than a lease ago) that the caller can wait for. It
+// requires f.pmu held.
+func (f *Fleet) takeLocked(p *pocket, now time.Time, maxWait time.Duration) (polite.FleetGrant, bool) {
+	for p.left > 0 && now.Sub(p.next) > f.lease {
+		// Not spent in time: the slot has gone by, and spending it now
+		// would send above the fleet's rate.
+		p.next, p.left = p.next.Add(p.interval), p.left-1
+	}
+	if p.left == 0 {
+		return polite.FleetGrant{}, false
+	}
+	wait := max(p.next.Sub(now), 0)
+	if maxWait >= 0 && wait > maxWait {
+		return polite.FleetGrant{}, false
+	}
+	p.next, p.left = p.next.Add(p.interval), p.left-1
+	return polite.FleetGrant{Granted: true, Wait: wait, Members: p.members}, true
+}
+
+// newPocketLocked makes key's pocket, first forgetting the pockets that
+// are spent and idle if there are too many. It requires f.pmu held.
+func (f *Fleet) newPocketLocked(key string, now time.Time) *pocket {
+	if f.pockets == nil {
+		f.pockets = make(map[string]*pocket)
+	}
+	if len(f.pockets) >= maxPockets {
+		for k, p := range f.pockets {
+			if p.leasing == nil && (p.left == 0 || now.Sub(p.next) > f.lease) {
+				delete(f.pockets, k)
+			}
+		}
+	}
+	p := new(pocket)
+	if len(f.pockets) < maxPockets {
+		f.pockets[key] = p
+	}
+	return p
+}
+
+// dropLease empties key's pocket: the server paused the key.
+func (f *Fleet) dropLease(key string) {
+	f.pmu.Lock()
+	if p := f.pockets[key]; p != nil {
+		p.left = 0
+	}
+	f.pmu.Unlock()
+}

@@ -369,7 +369,7 @@ func (c *call) admitQuota() error {
 	}
 	for {
 		now := time.Now()
-		wait, spent, took := q.reserve(now)
+		wait, spent, took := q.reserve(now, c.share(ks), c.t.cfg.fleet != nil)
 		if spent {
 			if err := c.waitFor(wait, now, true, func() {}); err != nil {
 				return err

@@ -238,15 +238,41 @@ func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
 }
 
 // fleetRate returns the fleet-wide rate and burst: the ceiling
-// (WithRate), 0 for none. The key's controller does not pace the fleet:
-// each process's controller hears only its own share of the server's
-// answers.
+// (WithRate), or the rate of the quota the server reports for the request
+// (its limit over its window, less a margin) if that is less; 0 for none.
+// The key's controller does not pace the fleet: each process's controller
+// hears only its own share of the server's answers.
 func (c *call) fleetRate() (float64, int) {
 	ceiling, burst := c.t.keys.ceiling()
-	if math.IsInf(float64(ceiling), 1) {
+	perSecond := float64(ceiling)
+	if ks := c.ks; ks != nil && ks.quoted.Load() {
+		if q := ks.quotaFor(c.req.URL.Path); q != nil {
+			if r := q.rate(); r > 0 && r < perSecond {
+				perSecond, burst = r, 1
+			}
+		}
+	}
+	if math.IsInf(perSecond, 1) {
 		return 0, 0
 	}
-	return float64(ceiling), burst
+	return perSecond, burst
+}
+
+// share returns the part of a server's quota the call's process spends: 1
+// alone; in a fleet, 1 over the processes that sent to the key lately (or
+// the fleet's size).
+func (c *call) share(ks *keyState) float64 {
+	f := c.t.cfg.fleet
+	if f == nil {
+		return 1
+	}
+	members := f.Size()
+	ks.mu.Lock()
+	if x := ks.extra; x != nil && x.members > 0 {
+		members = x.members
+	}
+	ks.mu.Unlock()
+	return 1 / float64(max(members, 1))
 }
 
 // pauseFleet tells the fleet that the server asked for no request to the

@@ -141,10 +141,18 @@ func (q *serverQuota) rateLocked() float64 {
 // meanwhile does not know of it), until answered; a caller that does not
 // send after all gives it back with release, saying whether it was
 // counted down (took).
-func (q *serverQuota) reserve(now time.Time) (wait time.Duration, spent, took bool) {
+//
+// share is the part of the quota this process spends: 1 alone, 1/N in a
+// fleet of N. In a fleet the quota's rate paces the whole fleet through
+// its store (fleetRate); here only what is left until the reset is
+// spread, at the process's share.
+func (q *serverQuota) reserve(now time.Time, share float64, fleet bool) (wait time.Duration, spent, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ceiling := q.rateLocked() * (1 - quotaMargin)
+	if fleet {
+		ceiling = 0
+	}
 	if q.resetAt.IsZero() {
 		q.inflight++
 		return q.space(now, ceiling), false, false
@@ -161,7 +169,7 @@ func (q *serverQuota) reserve(now time.Time) (wait time.Duration, spent, took bo
 	// then on, at the ceiling, counting down what is left.
 	rate := ceiling
 	if aim := q.resetAt.Sub(now) - q.slack; aim > 0 {
-		rate = q.left / aim.Seconds() * (1 - quotaMargin)
+		rate = q.left / aim.Seconds() * (1 - quotaMargin) * share
 		if ceiling > 0 {
 			rate = min(rate, ceiling)
 		}
@@ -204,6 +212,25 @@ func (q *serverQuota) space(now time.Time, rate float64) time.Duration {
 	}
 	q.next = slot.Add(time.Duration(float64(time.Second) / rate))
 	return slot.Sub(now)
+}
+
+// spentUntil returns when the quota renews if it is spent until then (as
+// reserve holds it); the zero time if it is not.
+func (q *serverQuota) spentUntil() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.left >= 1 || q.resetAt.IsZero() {
+		return time.Time{}
+	}
+	return q.resetAt
+}
+
+// rate returns the quota's rate less the margin, requests per second; 0
+// if unknown.
+func (q *serverQuota) rate() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rateLocked() * (1 - quotaMargin)
 }
 
 // release gives back a place that reserve took for a request that was not

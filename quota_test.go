@@ -11,7 +11,7 @@ import (
 func drain(q *serverQuota, now time.Time, n int) []time.Duration {
 	var waits []time.Duration
 	for range n {
-		w, _, _ := q.reserve(now)
+		w, _, _ := q.reserve(now, 1, false)
 		waits = append(waits, w)
 	}
 	return waits
@@ -32,11 +32,11 @@ func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
 func TestQuotaSpentWaitsForTheReset(t *testing.T) {
 	var q serverQuota
 	q.sync(epoch, Quota{Remaining: 0, Reset: at(5 * time.Second)})
-	wait, spent, took := q.reserve(epoch)
+	wait, spent, took := q.reserve(epoch, 1, false)
 	assert.Equal(t, 5*time.Second, wait)
 	assert.True(t, spent)
 	assert.False(t, took)
-	wait, spent, _ = q.reserve(at(5 * time.Second))
+	wait, spent, _ = q.reserve(at(5*time.Second), 1, false)
 	assert.Zero(t, wait, "renewed: nothing known, nothing paced")
 	assert.False(t, spent)
 }
@@ -46,7 +46,7 @@ func TestQuotaCountsRequestsInFlight(t *testing.T) {
 	drain(&q, epoch, 3) // three requests out when the answer to an earlier one says 3 left
 	assert.Equal(t, 3, q.inflight)
 	q.sync(epoch, Quota{Remaining: 3, Reset: at(10 * time.Second)})
-	_, spent, _ := q.reserve(epoch)
+	_, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent, "the three in flight will take them")
 	q.answered()
 	assert.Equal(t, 2, q.inflight)
@@ -75,12 +75,12 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 	waits := drain(&q, epoch, 2)
 	assert.InDelta(t, 9.0/9/(1-quotaMargin), waits[1].Seconds(), 1e-3)
 	drain(&q, epoch, 7)
-	wait, spent, _ := q.reserve(epoch)
+	wait, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait, "until the reset")
 
 	q.sync(at(10*time.Second), Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
-	wait, spent, _ = q.reserve(at(10 * time.Second))
+	wait, spent, _ = q.reserve(at(10*time.Second), 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, time.Second, wait, "still spent at the reset: until the latest")
 }
@@ -107,7 +107,7 @@ func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 		q.sync(now, Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
 	}
 	assert.Equal(t, time.Second, q.window)
-	wait, spent, _ := q.reserve(at(950 * time.Millisecond))
+	wait, spent, _ := q.reserve(at(950*time.Millisecond), 1, false)
 	assert.False(t, spent, "a spent 1-second window says too little to hold the key")
 	assert.Zero(t, wait)
 }
@@ -156,12 +156,12 @@ func TestQuotaLearnsTheWindow(t *testing.T) {
 func TestQuotaReleaseGivesBack(t *testing.T) {
 	var q serverQuota
 	q.sync(epoch, Quota{Remaining: 1, Reset: at(10 * time.Second)})
-	_, _, took := q.reserve(epoch)
+	_, _, took := q.reserve(epoch, 1, false)
 	assert.True(t, took)
-	_, spent, _ := q.reserve(epoch)
+	_, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	q.release(took)
-	_, spent, _ = q.reserve(epoch)
+	_, spent, _ = q.reserve(epoch, 1, false)
 	assert.False(t, spent)
 }
 
@@ -169,14 +169,14 @@ func TestQuotaHostileOrBrokenResets(t *testing.T) {
 	var q serverQuota
 	// Spent until a reset ten years out: held an hour at most.
 	q.sync(epoch, Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
-	wait, spent, _ := q.reserve(epoch)
+	wait, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, maxPause, wait)
 
 	// Spent with a reset already past: a one-second hint, not a licence.
 	q = serverQuota{}
 	q.sync(epoch, Quota{Remaining: 0, Reset: at(-time.Minute)})
-	wait, spent, _ = q.reserve(epoch)
+	wait, spent, _ = q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, quotaHint, wait)
 
@@ -190,7 +190,7 @@ func TestQuotaExhaust(t *testing.T) {
 	var q serverQuota
 	q.sync(epoch, Quota{Remaining: 50, Reset: at(time.Minute)})
 	q.exhaust(at(10 * time.Second))
-	wait, spent, _ := q.reserve(epoch)
+	wait, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait)
 	assert.Equal(t, 10*time.Second, q.peek(epoch))

@@ -455,13 +455,12 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 	}
 	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
 		stated = q.sync(now, s.Quota)
-	}
-	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
-		until := minTime(s.Quota.Reset, now.Add(maxPause))
-		c.pin(s, until)
-		if s.Bucket == "" || s.Global {
+		if until := q.spentUntil(); until.After(now) && (s.Bucket == "" || s.Global) {
 			c.pauseFleet(ks, until, now) // spent until its reset: for the whole fleet
 		}
+	}
+	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
+		c.pin(s, minTime(s.Quota.Reset, now.Add(maxPause)))
 	}
 	// A Retry-After of a second or less, counted in whole seconds, says no
 	// more than "slow down": servers round up to the second what is often a

@@ -33,6 +33,7 @@ import (
 type limitServer struct {
 	limit, burst float64
 	pauseAt      int64
+	headers      bool // it states its limit as tollbooth does
 
 	mu       sync.Mutex
 	tokens   float64
@@ -65,7 +66,16 @@ func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.arrivals = append(s.arrivals, now)
 	s.refused = append(s.refused, !ok)
 	wait := (1 - s.tokens) / s.limit
+	tokens := s.tokens
 	s.mu.Unlock()
+	if s.headers {
+		h := w.Header()
+		h.Set("X-Rate-Limit-Limit", strconv.FormatFloat(s.limit, 'f', 2, 64))
+		h.Set("X-Rate-Limit-Duration", "1")
+		h.Set("RateLimit-Limit", strconv.Itoa(int(s.limit)))
+		h.Set("RateLimit-Remaining", strconv.Itoa(int(tokens)))
+		h.Set("RateLimit-Reset", "1")
+	}
 	switch {
 	case n == s.pauseAt:
 		w.Header().Set("Retry-After", "2")
@@ -154,6 +164,7 @@ type fleetRun struct {
 	down           [2]time.Duration // Redis stopped from down[0] after the start until down[1]; none if zero
 	window         polite.Window    // each process is configured WithWindow(window.N, window.Per), if set
 	kill           time.Duration    // the first process is killed (SIGKILL) this long after the start, if set
+	headers        bool             // the server states its limit in headers
 }
 
 // run starts a server and a Redis, then the processes, and returns the
@@ -163,7 +174,7 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 	// The server's burst is 10, or 10ms of its rate if that is more (20
 	// at 2,000 a second): the clients' burst is 10, and the margin
 	// absorbs the jitter of arrivals on a busy machine.
-	srv := &limitServer{limit: fr.limit, burst: max(10, fr.limit/100), pauseAt: fr.pauseAt}
+	srv := &limitServer{limit: fr.limit, burst: max(10, fr.limit/100), pauseAt: fr.pauseAt, headers: fr.headers}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	redisSrv := startRedis(t)
@@ -469,4 +480,24 @@ func TestFleetSurvivesAKilledProcess(t *testing.T) {
 	assert.Zero(t, rep.Errors)
 	assert.GreaterOrEqual(t, float64(ok)/2, 0.95*fr.limit)
 	assert.LessOrEqual(t, float64(refused), 0.01*float64(ok+refused))
+}
+
+// Four processes configured with no rate, against a server that states
+// its limit in headers (tollbooth's): the fleet paces at the stated rate,
+// less polite's 2% margin, from the first responses on. The 16 first
+// requests go before anything is known, and a burst of 10 refuses some:
+// 8-second runs, as the bench's, from a cold start.
+func TestFleetPacesAtTheStatedRate(t *testing.T) {
+	for _, limit := range []float64{100, 2000} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			fr := fleetRun{procs: 4, workers: 4, limit: limit, length: 8 * time.Second, headers: true}
+			srv, rep, calls := fr.run(t)
+			ok, refused := srv.counts(time.Time{}, time.Now().Add(time.Hour))
+			t.Logf("L=%v stated, 4 processes: %.3f of L, %d refused of %d, %.2f script calls per attempt; accepted per second %v; processes: %+v",
+				limit, srv.share(), refused, ok+refused, float64(calls)/float64(ok+refused), srv.perSecond(), rep)
+			assert.GreaterOrEqual(t, srv.share(), 0.95)
+			assert.LessOrEqual(t, float64(refused), 0.01*float64(ok+refused))
+			assert.Zero(t, rep.Errors)
+		})
+	}
 }

@@ -84,10 +84,11 @@ const fleetGlobalKey = "\x00global"
 //   - a pause a server asks for (a Retry-After that holds the key, a quota
 //     spent until its reset) seen by one process holds every process's
 //     calls to that key, from the next request each makes;
-//   - each process's controller ([WithAdaptive]) does not pace the fleet:
-//     it hears only its own share of the server's answers. A fleet
-//     learns nothing of the server's rate yet but its pauses: configure
-//     the rate.
+//   - the rate of a quota the server states in its headers (its limit
+//     over its window) paces the fleet, fleet-wide, as WithRate does;
+//   - with neither, each process's controller ([WithAdaptive]) paces the
+//     process as if it were alone: the fleet shares no controller yet,
+//     only the server's pauses. Configure the rate when you know it.
 //
 // When the store cannot answer, the Transport fails open: it paces each
 // key on its own at the fleet's rate divided by the fleet's size
@@ -135,6 +136,14 @@ func (c *call) admitFleets() error {
 	perSecond, burst := c.fleetRate()
 	if err := c.admitFleet(c.key, ks, perSecond, burst); err != nil {
 		return err
+	}
+	if perSecond == 0 {
+		// Nothing configured or stated: the key's controller paces this
+		// process as if it were alone (the fleet shares no controller
+		// yet), and the fleet shares the server's pauses.
+		if err := c.admitOn(ks); err != nil {
+			return err
+		}
 	}
 	if g := c.t.global; g != nil {
 		return c.admitFleet(fleetGlobalKey, g, c.t.cfg.globalRate, c.t.cfg.globalBurst)
@@ -241,19 +250,24 @@ func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
 // (WithRate), or the rate of the quota the server reports for the request
 // (its limit over its window, less a margin) if that is less; 0 for none.
 // The key's controller does not pace the fleet: each process's controller
-// hears only its own share of the server's answers.
+// hears only its own share of the server's answers, and a controller
+// shared through the store is yet to be built.
 func (c *call) fleetRate() (float64, int) {
 	ceiling, burst := c.t.keys.ceiling()
 	perSecond := float64(ceiling)
-	if ks := c.ks; ks != nil && ks.quoted.Load() {
+	if ceiling == rate.Inf { // a finite number, not +Inf: no rate
+		perSecond, burst = 0, 0
+	}
+	ks := c.ks
+	if ks == nil {
+		return perSecond, burst
+	}
+	if ks.quoted.Load() {
 		if q := ks.quotaFor(c.req.URL.Path); q != nil {
-			if r := q.rate(); r > 0 && r < perSecond {
+			if r := q.rate(); r > 0 && (perSecond == 0 || r < perSecond) {
 				perSecond, burst = r, 1
 			}
 		}
-	}
-	if math.IsInf(perSecond, 1) {
-		return 0, 0
 	}
 	return perSecond, burst
 }

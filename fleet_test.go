@@ -84,3 +84,49 @@ func TestFleetHearsAPause(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Since(start), 3*time.Second)
 	})
 }
+
+// recordingFleet grants every send at once and records what it was asked.
+type recordingFleet struct {
+	mu   sync.Mutex
+	asks []polite.FleetRequest
+	keys []string
+}
+
+func (f *recordingFleet) Reserve(_ context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asks, f.keys = append(f.asks, r), append(f.keys, key)
+	return polite.FleetGrant{Granted: true, Members: 1}, nil
+}
+
+func (f *recordingFleet) Pause(context.Context, string, time.Duration, polite.FleetRequest) error {
+	return nil
+}
+
+func (f *recordingFleet) Size() int { return 1 }
+
+// What a Transport asks its fleet for: the configured rate and burst, the
+// window with its guard, the time left before the deadline; no rate at all
+// when none is configured or stated (never x/time/rate's Inf, which is a
+// finite number); the global bucket under a key of its own.
+func TestFleetIsAskedForTheConfiguredLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &recordingFleet{}
+		fetch(t, polite.New(newStub(status(200)), polite.WithFleet(f)), "http://a.test/")
+		fetch(t, polite.New(newStub(status(200)), polite.WithFleet(f), polite.WithRate(10, 3),
+			polite.WithWindow(100, time.Minute), polite.WithGlobalRate(50, 5)), "http://a.test/")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := get(t, ctx, polite.New(newStub(status(200)), polite.WithFleet(f)), "http://b.test/")
+		require.NoError(t, err)
+		resp.Body.Close()
+
+		require.Len(t, f.asks, 4)
+		assert.Equal(t, polite.FleetRequest{MaxWait: -1}, f.asks[0], "nothing configured: no rate")
+		assert.Equal(t, polite.FleetRequest{PerSecond: 10, Burst: 3, MaxWait: -1,
+			Window: polite.Window{N: 100, Per: time.Minute + 50*time.Millisecond}}, f.asks[1])
+		assert.Equal(t, polite.FleetRequest{PerSecond: 50, Burst: 5, MaxWait: -1}, f.asks[2], "the global bucket")
+		assert.NotEqual(t, "a.test", f.keys[2])
+		assert.Equal(t, time.Second, f.asks[3].MaxWait, "the deadline bounds the wait")
+	})
+}

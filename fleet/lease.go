@@ -48,8 +48,12 @@ func (f *Fleet) leaseSize(r polite.FleetRequest) int {
 		return 1
 	}
 	members := max(f.Size(), 1)
-	return max(int(math.Round(r.PerSecond*f.lease.Seconds()/float64(members))), 1)
+	k := math.Round(r.PerSecond * f.lease.Seconds() / float64(members))
+	return int(max(min(k, maxLeaseSends), 1)) // a huge rate makes no huge lease
 }
+
+// maxLeaseSends bounds the sends one lease books.
+const maxLeaseSends = 10_000
 
 // reserveLeased books a send for key from its pocket, leasing more when it
 // is empty. One call per key leases at a time; the others wait for it.

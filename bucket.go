@@ -45,17 +45,18 @@ type keyState struct {
 // keyExtra is the part of a key's state that few keys need, or that a key
 // needs only once its server has throttled it or calls have queued.
 type keyExtra struct {
-	pausedUntil int64                   // Unix nanoseconds before which the server asked for no request; 0 if none
-	queue       *list.List              // of *waiter, in arrival order; nil until a call waits
-	ctl         controller              // the controller, under AdaptiveCubic and AdaptiveAIMD
-	quota       *serverQuota            // the quota the server reports, for paths in no named bucket
-	routes      map[string]*serverQuota // path → the quota of the bucket the server named for it
-	changed     int64                   // Unix nanoseconds of the last change of the limiter's rate or burst
-	inflight    int                     // requests holding a slot, under WithMaxInFlight
-	slotQueue   *list.List              // of *slotWaiter, calls waiting for a slot
-	window      *windowLog              // the sends booked under WithWindow, without a fleet
-	fallback    *rate.Limiter           // the key's pacing while its fleet cannot answer
-	members     int                     // the processes that sent to the key lately, as its fleet last said
+	pausedUntil   int64                   // Unix nanoseconds before which the server asked for no request; 0 if none
+	queue         *list.List              // of *waiter, in arrival order; nil until a call waits
+	ctl           controller              // the controller, under AdaptiveCubic and AdaptiveAIMD
+	quota         *serverQuota            // the quota the server reports, for paths in no named bucket
+	routes        map[string]*serverQuota // path → the quota of the bucket the server named for it
+	changed       int64                   // Unix nanoseconds of the last change of the limiter's rate or burst
+	inflight      int                     // requests holding a slot, under WithMaxInFlight
+	slotQueue     *list.List              // of *slotWaiter, calls waiting for a slot
+	window        *windowLog              // the sends booked under WithWindow, without a fleet
+	fallback      *rate.Limiter           // the key's pacing while its fleet cannot answer
+	members       int                     // the processes that sent to the key lately, as its fleet last said
+	fleetAccepted int                     // successes not yet told to the fleet's shared controller
 }
 
 // busy reports whether forgetting ks at now, the present, would lose

@@ -28,6 +28,12 @@ type Fleet interface {
 	// at r's rate, without a burst.
 	Pause(ctx context.Context, key string, d time.Duration, r FleetRequest) error
 
+	// Throttled tells the fleet's shared controller that the server
+	// throttled a send booked under generation gen: a congestion event,
+	// unless one came since that booking (the throttles of one overload,
+	// in any process, count once).
+	Throttled(ctx context.Context, key string, gen uint64) error
+
 	// Size returns how many processes share the fleet, at least 1: the
 	// Transport divides the fleet's rates by it when the store cannot
 	// answer and it paces on its own.
@@ -48,6 +54,13 @@ type FleetRequest struct {
 	// MaxWait is the longest wait the sender accepts; a negative MaxWait
 	// accepts any.
 	MaxWait time.Duration
+	// Adaptive asks the fleet to pace by its shared controller too, once
+	// a throttle has measured the server's limit (see [Fleet.Throttled]):
+	// the lower of its rate and PerSecond applies.
+	Adaptive bool
+	// Accepted is how many of this process's sends to the key succeeded
+	// since its last request: the shared controller counts them.
+	Accepted int
 }
 
 // FleetGrant is a [Fleet]'s answer to a [FleetRequest].
@@ -62,6 +75,9 @@ type FleetGrant struct {
 	Paused time.Duration
 	// Members is how many processes sent to the key lately, 0 if unknown.
 	Members int
+	// Gen is the shared controller's generation the send is booked under:
+	// a throttle of the send reports it to [Fleet.Throttled].
+	Gen uint64
 }
 
 // Window is an exact window quota: at most N requests in any interval of
@@ -86,9 +102,13 @@ const fleetGlobalKey = "\x00global"
 //     calls to that key, from the next request each makes;
 //   - the rate of a quota the server states in its headers (its limit
 //     over its window) paces the fleet, fleet-wide, as WithRate does;
-//   - with neither, each process's controller ([WithAdaptive]) paces the
-//     process as if it were alone: the fleet shares no controller yet,
-//     only the server's pauses. Configure the rate when you know it.
+//   - with neither, a controller shared by the fleet paces it (unless
+//     [WithAdaptive](AdaptiveOff)): its state lives in the store, one per
+//     key, so that a throttle seen by several processes at once counts
+//     once and a rise one process finds is used by all. It works as
+//     [Gentle] does: it measures the server's limit from the successes
+//     of every process between congestion events, holds just below it,
+//     and probes above it now and then.
 //
 // When the store cannot answer, the Transport fails open: it paces each
 // key on its own at the fleet's rate divided by the fleet's size
@@ -134,32 +154,58 @@ const windowGuard = 50 * time.Millisecond
 func (c *call) admitFleets() error {
 	ks := c.need()
 	perSecond, burst := c.fleetRate()
-	if err := c.admitFleet(c.key, ks, perSecond, burst); err != nil {
+	// The shared controller paces when nothing else does: a configured or
+	// stated rate is the server's, and the fleet keeps to it.
+	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: perSecond == 0 && c.t.keys.adaptive != AdaptiveOff}
+	if c.t.cfg.window.N > 0 {
+		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
+	}
+	if r.Adaptive {
+		ks.mu.Lock()
+		if x := ks.extra; x != nil {
+			r.Accepted, x.fleetAccepted = x.fleetAccepted, 0
+		}
+		ks.mu.Unlock()
+	}
+	if err := c.admitFleet(c.key, ks, r); err != nil {
 		return err
 	}
-	if perSecond == 0 {
-		// Nothing configured or stated: the key's controller paces this
-		// process as if it were alone (the fleet shares no controller
-		// yet), and the fleet shares the server's pauses.
-		if err := c.admitOn(ks); err != nil {
-			return err
-		}
-	}
 	if g := c.t.global; g != nil {
-		return c.admitFleet(fleetGlobalKey, g, c.t.cfg.globalRate, c.t.cfg.globalBurst)
+		return c.admitFleet(fleetGlobalKey, g, FleetRequest{PerSecond: c.t.cfg.globalRate, Burst: c.t.cfg.globalBurst})
 	}
 	return nil
+}
+
+// tellFleet tells the fleet's shared controller the outcome o of the
+// call's attempt: a success is counted (with the key's next request), a
+// throttle is a congestion event unless one came since the attempt was
+// booked.
+func (c *call) tellFleet(ks *keyState, o outcome) {
+	f := c.t.cfg.fleet
+	if f == nil || c.t.keys.adaptive == AdaptiveOff {
+		return
+	}
+	if perSecond, _ := c.fleetRate(); perSecond > 0 {
+		return // the fleet keeps to a configured or stated rate
+	}
+	switch o {
+	case outcomeOK:
+		ks.mu.Lock()
+		ks.extraLocked().fleetAccepted++
+		ks.mu.Unlock()
+	case outcomeThrottled:
+		// An error leaves the event to the processes that can tell it.
+		_ = f.Throttled(c.ctx, c.key, c.fleetGen)
+	}
 }
 
 // admitFleet returns when the fleet lets the call send to key, which the
 // local state ks stands for: at once, after the wait the fleet booked, or,
 // when the fleet cannot answer, after ks's own fallback pacing.
-func (c *call) admitFleet(key string, ks *keyState, perSecond float64, burst int) error {
+func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 	f := c.t.cfg.fleet
-	r := FleetRequest{PerSecond: perSecond, Burst: burst, MaxWait: -1}
-	if key != fleetGlobalKey && c.t.cfg.window.N > 0 {
-		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
-	}
+	perSecond, burst := r.PerSecond, r.Burst
+	r.MaxWait = -1
 	now := time.Now()
 	if deadline, ok := c.ctx.Deadline(); ok {
 		r.MaxWait = max(deadline.Sub(now), 0)
@@ -182,6 +228,9 @@ func (c *call) admitFleet(key string, ks *keyState, perSecond float64, burst int
 		ks.mu.Lock()
 		ks.extraLocked().members = g.Members
 		ks.mu.Unlock()
+	}
+	if key != fleetGlobalKey {
+		c.fleetGen = g.Gen
 	}
 	server := g.Paused > 0 && g.Paused >= g.Wait
 	if g.Paused > c.t.cfg.maxRetryAfter {
@@ -249,9 +298,9 @@ func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
 // fleetRate returns the fleet-wide rate and burst: the ceiling
 // (WithRate), or the rate of the quota the server reports for the request
 // (its limit over its window, less a margin) if that is less; 0 for none.
-// The key's controller does not pace the fleet: each process's controller
-// hears only its own share of the server's answers, and a controller
-// shared through the store is yet to be built.
+// Each process's own controller does not pace the fleet: it hears only its
+// share of the server's answers; the fleet's shared controller paces
+// instead (FleetRequest.Adaptive).
 func (c *call) fleetRate() (float64, int) {
 	ceiling, burst := c.t.keys.ceiling()
 	perSecond := float64(ceiling)

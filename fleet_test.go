@@ -34,6 +34,8 @@ func (f *downFleet) Pause(context.Context, string, time.Duration, polite.FleetRe
 	return errDown
 }
 
+func (f *downFleet) Throttled(context.Context, string, uint64) error { return errDown }
+
 func (f *downFleet) Size() int { return f.size }
 
 // A fleet of 4 whose store is down: each Transport paces at a quarter of
@@ -103,6 +105,8 @@ func (f *recordingFleet) Pause(context.Context, string, time.Duration, polite.Fl
 	return nil
 }
 
+func (f *recordingFleet) Throttled(context.Context, string, uint64) error { return nil }
+
 func (f *recordingFleet) Size() int { return 1 }
 
 // What a Transport asks its fleet for: the configured rate and burst, the
@@ -122,11 +126,46 @@ func TestFleetIsAskedForTheConfiguredLimits(t *testing.T) {
 		resp.Body.Close()
 
 		require.Len(t, f.asks, 4)
-		assert.Equal(t, polite.FleetRequest{MaxWait: -1}, f.asks[0], "nothing configured: no rate")
+		assert.Zero(t, f.asks[1].Accepted)
+		assert.Equal(t, polite.FleetRequest{MaxWait: -1, Adaptive: true}, f.asks[0], "nothing configured: no rate, the shared controller's")
 		assert.Equal(t, polite.FleetRequest{PerSecond: 10, Burst: 3, MaxWait: -1,
 			Window: polite.Window{N: 100, Per: time.Minute + 50*time.Millisecond}}, f.asks[1])
 		assert.Equal(t, polite.FleetRequest{PerSecond: 50, Burst: 5, MaxWait: -1}, f.asks[2], "the global bucket")
 		assert.NotEqual(t, "a.test", f.keys[2])
 		assert.Equal(t, time.Second, f.asks[3].MaxWait, "the deadline bounds the wait")
 	})
+}
+
+// Each success is told to the fleet's shared controller with the key's
+// next request; a throttle is told at once, with the generation its
+// attempt was booked under.
+func TestFleetHearsSuccessesAndThrottles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &genFleet{}
+		tr := polite.New(newStub(status(200), status(200), status(429), status(200)), polite.WithFleet(f), polite.WithMaxAttempts(1))
+		for range 4 {
+			resp := fetch(t, tr, "http://a.test/")
+			resp.Body.Close()
+		}
+		assert.Equal(t, []int{0, 1, 1, 0}, f.accepted, "each request tells the successes since the last")
+		assert.Equal(t, []uint64{3}, f.throttled, "the throttled attempt was booked under generation 3")
+	})
+}
+
+// genFleet books every send at once under generation n for the n-th, and
+// records what it is told.
+type genFleet struct {
+	recordingFleet
+	accepted  []int
+	throttled []uint64
+}
+
+func (f *genFleet) Reserve(_ context.Context, _ string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	f.accepted = append(f.accepted, r.Accepted)
+	return polite.FleetGrant{Granted: true, Gen: uint64(len(f.accepted))}, nil
+}
+
+func (f *genFleet) Throttled(_ context.Context, _ string, gen uint64) error {
+	f.throttled = append(f.throttled, gen)
+	return nil
 }

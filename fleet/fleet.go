@@ -211,6 +211,13 @@ func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) 
 
 // reserve books k sends for key in one script call.
 func (f *Fleet) reserve(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, error) {
+	g, _, err := f.reserveInterval(ctx, key, r, k)
+	return g, err
+}
+
+// reserveInterval is reserve that also returns the interval the sends
+// were booked at: r's rate, or the shared controller's if lower.
+func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, time.Duration, error) {
 	ei, burst := interval(r.PerSecond, r.Burst)
 	n, per := 0, int64(0)
 	if r.Window.N > 0 && r.Window.Per > 0 {
@@ -220,13 +227,18 @@ func (f *Fleet) reserve(ctx context.Context, key string, r polite.FleetRequest, 
 	if r.MaxWait >= 0 {
 		maxWait = r.MaxWait.Microseconds()
 	}
-	v, err := f.run(ctx, reserveScript, f.keys(key),
-		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k)
-	if err != nil {
-		return polite.FleetGrant{}, err
+	adaptive := 0
+	if r.Adaptive {
+		adaptive = 1
 	}
-	if len(v) != 4 {
-		return polite.FleetGrant{}, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
+	v, err := f.run(ctx, reserveScript, f.keys(key),
+		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k,
+		adaptive, max(r.Accepted, 0))
+	if err != nil {
+		return polite.FleetGrant{}, 0, err
+	}
+	if len(v) != 6 {
+		return polite.FleetGrant{}, 0, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
 	}
 	f.lastLive.Store(v[3])
 	return polite.FleetGrant{
@@ -234,7 +246,16 @@ func (f *Fleet) reserve(ctx context.Context, key string, r polite.FleetRequest, 
 		Wait:    time.Duration(max(v[1], 0)) * time.Microsecond,
 		Paused:  time.Duration(max(v[2], 0)) * time.Microsecond,
 		Members: int(v[3]),
-	}, nil
+		Gen:     uint64(max(v[4], 0)),
+	}, time.Duration(max(v[5], 0)) * time.Microsecond, nil
+}
+
+// Throttled implements [polite.Fleet]: a throttle of a send booked under
+// generation gen is a congestion event of key's shared controller, unless
+// one came since.
+func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
+	_, err := f.run(ctx, congestScript, f.keys(key)[:1], gen, grace.Microseconds())
+	return err
 }
 
 // Pause implements [polite.Fleet]: it holds every process's sends to key

@@ -22,12 +22,22 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var ctx = context.Background()
 
+// warm makes f dial Redis and load its scripts, so that the first call a
+// test times is not also the first call ever.
+func warm(t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	_, err := f.Reserve(ctx, "warm-up", polite.FleetRequest{PerSecond: 1, Burst: 1, MaxWait: -1})
+	require.NoError(t, err)
+	require.NoError(t, f.Pause(ctx, "warm-up", time.Millisecond, polite.FleetRequest{}))
+}
+
 // At 100 a second with a burst of 1, bookings made back to back are
 // spaced by 10ms on Redis's clock: the k-th waits k·10ms less the time
 // since the first.
 func TestReserveSpacesSends(t *testing.T) {
 	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
+	warm(t, f)
 	start := time.Now()
 	for k := range 20 {
 		g, err := f.Reserve(ctx, "api.example", r)
@@ -69,6 +79,7 @@ func TestReserveAgreesWithRedisRate(t *testing.T) {
 func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
 	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{PerSecond: 100, Burst: 10, MaxWait: -1}
+	warm(t, f)
 	require.NoError(t, f.Pause(ctx, "api.example", 300*time.Millisecond, r))
 	start := time.Now()
 	for k := range 5 {
@@ -90,6 +101,7 @@ func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
 func TestWindowBooksExactly(t *testing.T) {
 	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{Window: polite.Window{N: 5, Per: time.Second}, MaxWait: -1}
+	warm(t, f)
 	start := time.Now()
 	var at []time.Duration
 	for range 17 {

@@ -31,6 +31,8 @@ type pocket struct {
 	interval time.Duration
 	left     int
 	members  int
+	gen      uint64        // the shared controller's generation of the lease
+	accepted int           // successes reported while the lease was spent, for the next lease to count
 	leasing  chan struct{} // closed when the lease out lands; nil when none is out
 }
 
@@ -65,6 +67,8 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 		if p == nil {
 			p = f.newPocketLocked(key, now)
 		}
+		p.accepted += r.Accepted
+		r.Accepted = 0
 		if g, ok := f.takeLocked(p, now, r.MaxWait); ok {
 			f.pmu.Unlock()
 			return g, nil
@@ -80,15 +84,19 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 			}
 		}
 		p.leasing = make(chan struct{})
+		lr := r
+		lr.Accepted, p.accepted = p.accepted, 0
 		f.pmu.Unlock()
 
-		g, err := f.reserve(ctx, key, r, k)
+		g, ei, err := f.reserveInterval(ctx, key, lr, k)
 		f.pmu.Lock()
 		close(p.leasing)
 		p.leasing = nil
+		if err != nil {
+			p.accepted += lr.Accepted // not counted: the next lease tells them
+		}
 		if err == nil && g.Granted {
-			ei, _ := interval(r.PerSecond, r.Burst)
-			p.next, p.interval, p.left, p.members = time.Now().Add(g.Wait), time.Duration(ei)*time.Microsecond, k, g.Members
+			p.next, p.interval, p.left, p.members, p.gen = time.Now().Add(g.Wait), ei, k, g.Members, g.Gen
 		}
 		f.pmu.Unlock()
 		if err != nil || !g.Granted {
@@ -114,7 +122,7 @@ func (f *Fleet) takeLocked(p *pocket, now time.Time, maxWait time.Duration) (pol
 		return polite.FleetGrant{}, false
 	}
 	p.next, p.left = p.next.Add(p.interval), p.left-1
-	return polite.FleetGrant{Granted: true, Wait: wait, Members: p.members}, true
+	return polite.FleetGrant{Granted: true, Wait: wait, Members: p.members, Gen: p.gen}, true
 }
 
 // newPocketLocked makes key's pocket, first forgetting the pockets that

@@ -98,7 +98,11 @@ func (s *limitServer) share() float64 {
 
 // perSecond returns the requests accepted in each second from the first
 // arrival.
-func (s *limitServer) perSecond() []int {
+func (s *limitServer) perSecond() []int { return s.bySecond(false) }
+
+// bySecond returns the requests accepted (or refused) in each second from
+// the first arrival.
+func (s *limitServer) bySecond(refused bool) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []int
@@ -107,7 +111,7 @@ func (s *limitServer) perSecond() []int {
 		for len(out) <= k {
 			out = append(out, 0)
 		}
-		if !s.refused[i] {
+		if s.refused[i] == refused {
 			out[k]++
 		}
 	}
@@ -520,7 +524,7 @@ func reportRun(b *testing.B, fr fleetRun) {
 	b.ReportMetric(100*float64(refused)/float64(attempts), "refused-%")
 	b.ReportMetric(float64(calls)/float64(attempts), "calls/attempt")
 	b.ReportMetric(float64(srv.maxIn(time.Second))/(fr.limit+srv.burst), "max-1s/(L+b)")
-	b.Logf("accepted per second %v", srv.perSecond())
+	b.Logf("accepted per second %v, refused %v", srv.perSecond(), srv.bySecond(true))
 	if rep.Errors > 0 {
 		b.Errorf("%d calls failed: %s", rep.Errors, rep.FirstError)
 	}

@@ -22,8 +22,10 @@ import "github.com/redis/go-redis/v9"
 // pacing), the burst, the window's n (0: none) and length in µs, the
 // longest wait accepted in µs (-1: any), the member, how long a member
 // counts as live in µs, how long the state outlives its last use in µs,
-// and the sends to book (a lease; 1 with a window). It replies {granted
-// (1 or 0), wait µs, pause left µs, live members}.
+// the sends to book (a lease; 1 with a window), whether the shared
+// controller paces (1 or 0), and the successes to count for it. It
+// replies {granted (1 or 0), wait µs, pause left µs, live members, the
+// controller's generation, the interval used in µs}.
 //
 // The first send's instant is the latest of: now, the GCRA's slot (TAT −
 // (burst−1)·interval), the pause's end, and, with a window, the n-th
@@ -41,6 +43,7 @@ local n, per = tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
+local adaptive, accepted = tonumber(ARGV[10]), tonumber(ARGV[11])
 local f = function(x) return string.format('%.0f', x) end
 
 redis.call('ZADD', KEYS[3], f(now), member)
@@ -48,10 +51,37 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd')
 local tat = tonumber(st[1]) or now
 local pause = tonumber(st[2]) or 0
+local gen = tonumber(st[5]) or 0
 if tat < now then tat = now end
+if adaptive == 1 then
+  -- The shared controller: count the successes reported, and pace at its
+  -- rate once a throttle has measured the limit.
+  if accepted > 0 then redis.call('HINCRBY', KEYS[1], 'acc', accepted) end
+  if not st[4] then redis.call('HSET', KEYS[1], 'ev', f(now)) end
+  redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000))
+  local W = tonumber(st[3])
+  if W then
+    local rate = 0.99 * W
+    local hold = 4000000
+    if st[6] == '1' then hold = 0 end
+    local t = (now - tonumber(st[4]) - hold) / 1000000
+    if t > 0 then
+      if hold == 0 then
+        rate = rate * 2 ^ (4 * t)
+      else
+        rate = rate * 2 ^ t
+        if rate > 1.1 * W then rate = 1.1 * W * (rate / (1.1 * W)) ^ 4 end
+      end
+    end
+    if rate > 1000000 then rate = 1000000 end
+    local cei = math.floor(1000000 / rate + 0.5)
+    if cei < 1 then cei = 1 end
+    if ei == 0 or cei > ei then ei, burst = cei, 1 end
+  end
+end
 local slot = now
 if ei > 0 and tat - (burst - 1) * ei > slot then slot = tat - (burst - 1) * ei end
 if pause > slot then slot = pause end
@@ -70,7 +100,7 @@ end
 local paused = pause - now
 if paused < 0 then paused = 0 end
 if maxwait >= 0 and slot - now > maxwait then
-  return {0, slot - now, paused, members}
+  return {0, slot - now, paused, members, gen, ei}
 end
 
 local keep = now
@@ -90,7 +120,10 @@ end
 if ei > 0 or n > 0 or pause > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
 end
-return {1, slot - now, paused, members}
+if adaptive == 1 then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
+end
+return {1, slot - now, paused, members, gen, ei}
 `)
 
 // pauseScript holds the key's sends for a while. ARGV: the pause in µs,
@@ -119,4 +152,51 @@ end
 if tat > keep then keep = tat end
 redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
 return pause - now
+`)
+
+// congestScript records a congestion event of the shared controller: a
+// throttle of a send booked under generation ARGV[1]. Throttles of sends
+// booked before the last event belong to it, so that three processes
+// throttled by one overload count once. ARGV[2] is the state's grace in
+// µs. It replies {1 if it was a new event, the generation now}.
+//
+// As Gentle does, it measures the limit W as the successes since the last
+// event over the time since: the first event gives a floor (over at least
+// a second), from which the rate probes at once; an event while the rate
+// probes (or while the limit is being found) can only raise W; one while
+// it holds lowers W, at most 4 times. The rate (in reserveScript) holds at
+// 0.99·W for 4 seconds, then doubles every second, or every quarter
+// second while finding.
+var congestScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local f = function(x) return string.format('%.17g', x) end
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl')
+local gen = tonumber(st[4]) or 0
+if tonumber(ARGV[1]) ~= gen then return {0, gen} end
+local ev = tonumber(st[2]) or now
+local acc = tonumber(st[3]) or 0
+local prev = tonumber(st[1])
+-- No success counted since the last event: the server still refuses
+-- what the last event's cut let through; that is the same event.
+if prev and acc == 0 then return {0, gen} end
+local span = (now - ev) / 1000000
+local measured = acc / math.max(span, 0.001)
+local fl = st[6] == '1'
+local hold = 4
+if st[5] == '1' then hold = 0 end
+local W
+if not prev then
+  W, fl = acc / math.max(span, 1), true
+elseif fl or span > hold then
+  W, fl = math.max(prev, measured), false
+else
+  W = math.min(prev, math.max(measured, prev / 4))
+end
+if W < 0.5 then W = 0.5 end
+local fd = (not prev) or fl or W > 1.05 * prev
+redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1,
+  'fd', fd and 1 or 0, 'fl', fl and 1 or 0)
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
+return {1, gen + 1}
 `)

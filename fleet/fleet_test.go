@@ -281,3 +281,32 @@ func TestLeaseBooksSpacedSends(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, g.Wait, 150*time.Millisecond, "the lease was dropped: the next send waits for the pause")
 }
+
+// The shared controller: throttles of sends booked under one generation,
+// told by three processes at once, make one congestion event; the rate it
+// then paces at is the limit it measured from every process's successes.
+func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	procs := []*fleet.Fleet{fleet.New(rdb, fleet.WithMember("a")), fleet.New(rdb, fleet.WithMember("b")), fleet.New(rdb, fleet.WithMember("c"))}
+	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	g, err := procs[0].Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	require.Zero(t, g.Wait, "no limit measured yet: no pacing")
+	for _, f := range procs { // 3 processes report 100 successes each
+		_, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, Accepted: 100, MaxWait: -1})
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	for _, f := range procs {
+		wg.Go(func() { assert.NoError(t, f.Throttled(ctx, "k", g.Gen)) })
+	}
+	wg.Wait()
+	g2, err := procs[0].Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	assert.Equal(t, g.Gen+1, g2.Gen, "one event for three throttles of one generation")
+	// The first event is a floor: 300 successes over at least a second,
+	// paced at 0.99 of it: the next send waits about 1/297 s.
+	g3, err := procs[1].Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	assert.InDelta(t, (time.Second / 297).Seconds(), g3.Wait.Seconds(), 0.002)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -112,3 +113,43 @@ func TestFailures(t *testing.T) {
 	assert.Contains(t, bad[1], "c × polite")
 	assert.Contains(t, bad[2], "d × polite")
 }
+
+// A fleet client of 4 on a real Redis (the bench's own redis-server)
+// against httprate for a second: told the limit, it keeps to it together.
+func TestFleetSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for a second over loopback")
+	}
+	addr, stop, err := startRedis()
+	require.NoError(t, err, "the fleet clients need redis-server")
+	defer stop()
+	srv := find(t, servers(), serverName, "httprate")
+	cl := find(t, clients(), clientName, "polite-fleet-told")
+	r, err := run(srv, cl, runConfig{limit: 100, duration: time.Second, workers: 4, fleet: 4, redis: addr})
+	require.NoError(t, err)
+	assert.InDelta(t, 1, r.Utilization, 0.15)
+	assert.LessOrEqual(t, r.Rejected, 0.05)
+}
+
+// spread sends each request through the next RoundTripper in turn.
+func TestSpreadTakesTurns(t *testing.T) {
+	var counts [3]int
+	rts := make([]http.RoundTripper, 3)
+	for i := range rts {
+		rts[i] = roundTripper(func(*http.Request) (*http.Response, error) {
+			counts[i]++
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		})
+	}
+	s := &spread{rts: rts}
+	for range 9 {
+		req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+		_, err := s.RoundTrip(req)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, [3]int{3, 3, 3}, counts)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

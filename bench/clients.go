@@ -22,11 +22,14 @@ type clientConfig struct {
 	profile  profile       // the server's limit over the run
 	origin   time.Time     // when the run, and the server's schedule, began
 	duration time.Duration // length of the run
+	fleet    int           // the processes of a fleet client
+	redis    string        // the Redis a fleet client shares its quota through
+	cleanup  func(func())  // registers what to close when the run ends
 }
 
 // clients returns every client, in the order the table lists them.
 func clients() []client {
-	return []client{
+	return append([]client{
 		{name: "oracle", build: buildOracle},
 		{name: "polite", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
 			return &http.Client{Transport: polite.New(tr)}
@@ -46,7 +49,7 @@ func clients() []client {
 		{name: "plain", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
 			return &http.Client{Transport: tr}
 		}},
-	}
+	}, fleetClients()...)
 }
 
 // newTransport returns a fresh transport that keeps an idle connection for
@@ -74,9 +77,10 @@ func buildOracle(tr http.RoundTripper, cfg clientConfig) *http.Client {
 
 // oracle is the oracle client's RoundTripper.
 type oracle struct {
-	next http.RoundTripper
-	lim  *rate.Limiter
-	cfg  clientConfig
+	next  http.RoundTripper
+	lim   *rate.Limiter
+	cfg   clientConfig
+	share float64 // the part of the limit it paces at; 0 means all of it
 }
 
 // RoundTrip waits for the limiter, at the rate the schedule has now, then
@@ -96,6 +100,9 @@ func (o *oracle) wait(ctx context.Context) error {
 		now := time.Now()
 		elapsed := now.Sub(o.cfg.origin)
 		r := rate.Limit(o.cfg.profile.rateAt(elapsed, o.cfg.duration))
+		if o.share > 0 {
+			r *= rate.Limit(o.share)
+		}
 		if o.lim.Limit() != r {
 			o.lim.SetLimitAt(now, r)
 		}

@@ -23,6 +23,7 @@ func main() {
 	serverList := flag.String("servers", "", "comma-separated servers to run (default all): "+names(servers(), serverName))
 	clientList := flag.String("clients", "", "comma-separated clients to run (default all): "+names(clients(), clientName))
 	workers := flag.Int("workers", 16, "closed-loop workers per run")
+	fleetSize := flag.Int("fleet", 4, "the processes (Transports, each with its own Redis client) of the fleet clients")
 	limit := flag.Float64("limit", 100, "the servers' limit L, requests per second")
 	check := flag.Bool("check", false, "exit 1 if a polite row has utilization < 0.7 or rejected > 5%, or a run failed")
 	jsonPath := flag.String("json", "", "also write the results as JSON to this file")
@@ -30,9 +31,9 @@ func main() {
 	headers := flag.Bool("headers", false, "print the headers of one allowed and one refused response from each server, and exit")
 	flag.Parse()
 
-	cfg := runConfig{limit: *limit, duration: *duration, workers: *workers}
-	if *limit < 1 || *duration < 100*time.Millisecond || *workers < 1 {
-		fail(errors.New("need -limit >= 1, -duration >= 100ms and -workers >= 1"))
+	cfg := runConfig{limit: *limit, duration: *duration, workers: *workers, fleet: *fleetSize}
+	if *limit < 1 || *duration < 100*time.Millisecond || *workers < 1 || *fleetSize < 1 {
+		fail(errors.New("need -limit >= 1, -duration >= 100ms, -workers >= 1 and -fleet >= 1"))
 	}
 	srvs, err := pick(*serverList, servers(), serverName)
 	if err != nil {
@@ -47,6 +48,20 @@ func main() {
 			fail(err)
 		}
 		return
+	}
+	if needsRedis(cls) {
+		addr, stop, err := startRedis()
+		if err != nil {
+			fail(fmt.Errorf("the fleet clients need Redis (REDIS_ADDR, or redis-server on the PATH): %w", err))
+		}
+		if err := pingRedis(addr); err != nil {
+			stop()
+			fail(err)
+		}
+		cfg.redis = addr
+		status := bench(srvs, cls, cfg, *check, *timeline, *jsonPath)
+		stop()
+		os.Exit(status)
 	}
 	os.Exit(bench(srvs, cls, cfg, *check, *timeline, *jsonPath))
 }

@@ -19,6 +19,8 @@ type runConfig struct {
 	limit    float64       // L, requests per second
 	duration time.Duration // length of each run
 	workers  int           // closed-loop workers, each calling GET in a loop
+	fleet    int           // the processes of a fleet client
+	redis    string        // the Redis of the fleet clients
 }
 
 // workerStats is what one worker saw of its completed calls.
@@ -37,7 +39,14 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	}
 	end := inst.origin.Add(cfg.duration)
 	tr := newTransport(cfg.workers)
-	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration})
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration,
+		fleet: cfg.fleet, redis: cfg.redis, cleanup: func(f func()) { closers = append(closers, f) }})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

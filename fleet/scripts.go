@@ -51,7 +51,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei')
 local tat = tonumber(st[1]) or now
 local pause = tonumber(st[2]) or 0
 local gen = tonumber(st[5]) or 0
@@ -79,7 +79,15 @@ if adaptive == 1 then
     if rate > 1000000 then rate = 1000000 end
     local cei = math.floor(1000000 / rate + 0.5)
     if cei < 1 then cei = 1 end
-    if ei == 0 or cei > ei then ei, burst = cei, 1 end
+    if ei == 0 or cei > ei then
+      ei, burst = cei, 1
+      -- The rate rose since the last booking: the sends booked ahead
+      -- were spaced at the old rate, and the queue they make is worth
+      -- less time at the new one. (A cut keeps the queue as it is.)
+      local lei = tonumber(st[7])
+      if lei and ei < lei and tat > now then tat = now + (tat - now) * ei / lei end
+      redis.call('HSET', KEYS[1], 'lei', ei)
+    end
   end
 end
 local slot = now

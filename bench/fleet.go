@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleet"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+)
+
+// The fleet clients stand for a fleet of N processes calling one API: N
+// Transports (or N oracles), each with its own Redis client, the run's
+// requests spread over them in turn. They share one quota through the
+// Redis that the bench starts (or REDIS_ADDR).
+
+// fleetClients returns the clients that run as a fleet of n.
+func fleetClients() []client {
+	return []client{
+		{name: "oracle-split", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			// One x/time/rate limiter per process at L/N: what a fleet
+			// told the limit, and how many it is, would do.
+			rts := make([]http.RoundTripper, cfg.fleet)
+			first := cfg.profile.rateAt(0, cfg.duration)
+			for i := range rts {
+				o := &oracle{next: tr, lim: rate.NewLimiter(rate.Limit(first/float64(cfg.fleet)), 1), cfg: cfg}
+				o.share = 1 / float64(cfg.fleet)
+				rts[i] = o
+			}
+			return &http.Client{Transport: &spread{rts: rts}}
+		}},
+		{name: "polite-alone", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			rts := make([]http.RoundTripper, cfg.fleet)
+			for i := range rts {
+				rts[i] = polite.New(tr)
+			}
+			return &http.Client{Transport: &spread{rts: rts}}
+		}},
+		{name: "polite-fleet", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			return buildFleet(tr, cfg)
+		}},
+		{name: "polite-fleet-told", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			first := cfg.profile.rateAt(0, cfg.duration)
+			return buildFleet(tr, cfg, polite.WithRate(first, 10))
+		}},
+	}
+}
+
+// buildFleet returns N polite Transports sharing one quota through Redis,
+// each configured with opts.
+func buildFleet(tr http.RoundTripper, cfg clientConfig, opts ...polite.Option) *http.Client {
+	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // a run starts afresh
+	rts := make([]http.RoundTripper, cfg.fleet)
+	for i := range rts {
+		rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
+		cfg.cleanup(func() { _ = rdb.Close() })
+		f := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet))
+		rts[i] = polite.New(tr, append([]polite.Option{polite.WithFleet(f)}, opts...)...)
+	}
+	return &http.Client{Transport: &spread{rts: rts}}
+}
+
+// spread sends each request through the next of its RoundTrippers in
+// turn.
+type spread struct {
+	rts  []http.RoundTripper
+	next atomic.Uint64
+}
+
+func (s *spread) RoundTrip(req *http.Request) (*http.Response, error) {
+	return s.rts[int(s.next.Add(1)%uint64(len(s.rts)))].RoundTrip(req)
+}
+
+// needsRedis reports whether any of cls runs as a fleet on Redis.
+func needsRedis(cls []client) bool {
+	for _, c := range cls {
+		if c.name == "polite-fleet" || c.name == "polite-fleet-told" {
+			return true
+		}
+	}
+	return false
+}
+
+// startRedis returns the address of the Redis the fleet clients share:
+// REDIS_ADDR if set, else a redis-server the bench starts (keeping nothing
+// on disk), stopped by the returned func.
+func startRedis() (string, func(), error) {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		return addr, func() {}, nil
+	}
+	bin, err := lookBinary("redis-server")
+	if err != nil {
+		return "", nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "bench-redis-")
+	if err != nil {
+		return "", nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	c, err := startChild("redis-server", dir, addr, cmd)
+	if err != nil {
+		return "", nil, err
+	}
+	var once sync.Once
+	return addr, func() {
+		once.Do(func() {
+			_ = c.stop()
+			_ = os.RemoveAll(dir)
+		})
+	}, nil
+}
+
+// pingRedis checks that addr answers.
+func pingRedis(addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return rdb.Ping(ctx).Err()
+}

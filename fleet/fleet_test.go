@@ -310,3 +310,29 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, (time.Second / 297).Seconds(), g3.Wait.Seconds(), 0.002)
 }
+
+// Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
+// within the timeout and the fleet paces locally meanwhile; when Redis
+// answers again, a probe finds it.
+func TestFailOpenWhenRedisIsSlow(t *testing.T) {
+	srv := startRedis(t, "--enable-debug-command", "yes")
+	rdb := newClient(t, srv.addr)
+	f := fleet.New(rdb)
+	warm(t, f)
+	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	other := newClient(t, srv.addr)
+	slept := make(chan error, 1)
+	go func() { slept <- other.Do(ctx, "DEBUG", "SLEEP", "0.3").Err() }()
+	time.Sleep(20 * time.Millisecond) // let DEBUG SLEEP start: real Redis, real time
+	start := time.Now()
+	_, err := f.Reserve(ctx, "a", r)
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.Less(t, time.Since(start), fleet.DefaultTimeout+30*time.Millisecond)
+	require.NoError(t, <-slept)
+	back := time.Now()
+	for !f.Available() {
+		_, _ = f.Reserve(ctx, "a", r)
+		require.Less(t, time.Since(back), time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+}

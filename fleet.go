@@ -34,6 +34,11 @@ type Fleet interface {
 	// in any process, count once).
 	Throttled(ctx context.Context, key string, gen uint64) error
 
+	// Paused returns how long key stays paused, as this process last
+	// heard from the fleet, without asking the store: a send booked
+	// before a pause that another process set checks it before it goes.
+	Paused(key string) time.Duration
+
 	// Size returns how many processes share the fleet, at least 1: the
 	// Transport divides the fleet's rates by it when the store cannot
 	// answer and it paces on its own.
@@ -201,8 +206,23 @@ func (c *call) tellFleet(ks *keyState, o outcome) {
 
 // admitFleet returns when the fleet lets the call send to key, which the
 // local state ks stands for: at once, after the wait the fleet booked, or,
-// when the fleet cannot answer, after ks's own fallback pacing.
+// when the fleet cannot answer, after ks's own fallback pacing. A send
+// that waited for its slot checks, before it goes, that no pause began
+// meanwhile (one this process saw, or that the fleet published); if one
+// did, it waits for it and books again.
 func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
+	for {
+		again, err := c.bookFleet(key, ks, r)
+		if !again || err != nil {
+			return err
+		}
+		r.Accepted = 0 // told with the first booking
+	}
+}
+
+// bookFleet makes one booking for admitFleet and waits for it; again
+// reports that a pause began meanwhile and the call must book again.
+func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, err error) {
 	f := c.t.cfg.fleet
 	perSecond, burst := r.PerSecond, r.Burst
 	r.MaxWait = -1
@@ -213,7 +233,7 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 	g, err := f.Reserve(c.ctx, key, r)
 	if err != nil {
 		if c.ctx.Err() != nil {
-			return context.Cause(c.ctx)
+			return false, context.Cause(c.ctx)
 		}
 		members := f.Size()
 		ks.mu.Lock()
@@ -222,7 +242,7 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 		}
 		ks.mu.Unlock()
 		members = max(members, 1)
-		return c.admitFallback(ks, perSecond/float64(members), max(burst/members, 1))
+		return false, c.admitFallback(ks, perSecond/float64(members), max(burst/members, 1))
 	}
 	if g.Members > 0 {
 		ks.mu.Lock()
@@ -234,19 +254,39 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 	}
 	server := g.Paused > 0 && g.Paused >= g.Wait
 	if g.Paused > c.t.cfg.maxRetryAfter {
-		return c.refuse(g.Paused, now, true)
+		return false, c.refuse(g.Paused, now, true)
 	}
 	if !g.Granted {
 		if err := c.refuse(g.Wait, now, server); err != nil {
-			return err
+			return false, err
 		}
-		return &ThrottledError{Key: c.key, Wait: g.Wait, Allowed: max(r.MaxWait, 0), Server: server}
+		return false, &ThrottledError{Key: c.key, Wait: g.Wait, Allowed: max(r.MaxWait, 0), Server: server}
 	}
 	if g.Wait <= 0 {
-		return nil
+		return false, nil
 	}
 	c.waiting(g.Wait, server)
-	return sleep(c.ctx, g.Wait)
+	if err := sleep(c.ctx, g.Wait); err != nil {
+		return false, err
+	}
+	now = time.Now()
+	ks.mu.Lock()
+	paused := ks.pauseNowLocked(now)
+	ks.mu.Unlock()
+	if key != fleetGlobalKey {
+		paused = max(paused, f.Paused(key))
+	}
+	if paused <= 0 {
+		return false, nil
+	}
+	if err := c.refuse(paused, now, true); err != nil {
+		return false, err
+	}
+	c.waiting(paused, true)
+	if err := sleep(c.ctx, paused); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // admitFallback paces the call on the key's own, while the fleet cannot

@@ -36,6 +36,8 @@ func (f *downFleet) Pause(context.Context, string, time.Duration, polite.FleetRe
 
 func (f *downFleet) Throttled(context.Context, string, uint64) error { return errDown }
 
+func (f *downFleet) Paused(string) time.Duration { return 0 }
+
 func (f *downFleet) Size() int { return f.size }
 
 // A fleet of 4 whose store is down: each Transport paces at a quarter of
@@ -107,6 +109,8 @@ func (f *recordingFleet) Pause(context.Context, string, time.Duration, polite.Fl
 
 func (f *recordingFleet) Throttled(context.Context, string, uint64) error { return nil }
 
+func (f *recordingFleet) Paused(string) time.Duration { return 0 }
+
 func (f *recordingFleet) Size() int { return 1 }
 
 // What a Transport asks its fleet for: the configured rate and burst, the
@@ -168,4 +172,36 @@ func (f *genFleet) Reserve(_ context.Context, _ string, r polite.FleetRequest) (
 func (f *genFleet) Throttled(_ context.Context, _ string, gen uint64) error {
 	f.throttled = append(f.throttled, gen)
 	return nil
+}
+
+// pausingFleet books the first send 100ms ahead, and publishes a pause of
+// a second as it does; later bookings go at once.
+type pausingFleet struct {
+	recordingFleet
+	until time.Time
+}
+
+func (f *pausingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	if f.until.IsZero() {
+		f.until = time.Now().Add(time.Second)
+		return polite.FleetGrant{Granted: true, Wait: 100 * time.Millisecond}, nil
+	}
+	return polite.FleetGrant{Granted: true}, nil
+}
+
+func (f *pausingFleet) Paused(string) time.Duration { return max(time.Until(f.until), 0) }
+
+// A send booked before a pause another process set hears of it before it
+// goes: it waits for the pause and books again.
+func TestFleetBookedSendHoldsForAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(200))
+		f := &pausingFleet{}
+		tr := polite.New(next, polite.WithFleet(f), polite.WithRate(10, 1))
+		start := time.Now()
+		fetch(t, tr, "http://a.test/")
+		assert.Equal(t, time.Second, time.Since(start), "sent when the pause ended, not at its slot")
+		assert.Len(t, f.asks, 2, "booked again after the pause")
+	})
 }

@@ -63,6 +63,7 @@ func buildFleet(tr http.RoundTripper, cfg clientConfig, opts ...polite.Option) *
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
 		cfg.cleanup(func() { _ = rdb.Close() })
 		f := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet))
+		cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
 		rts[i] = polite.New(tr, append([]polite.Option{polite.WithFleet(f)}, opts...)...)
 	}
 	return &http.Client{Transport: &spread{rts: rts}}

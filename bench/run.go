@@ -41,8 +41,8 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	tr := newTransport(cfg.workers)
 	var closers []func()
 	defer func() {
-		for _, c := range closers {
-			c()
+		for i := len(closers) - 1; i >= 0; i-- { // the last registered first
+			closers[i]()
 		}
 	}()
 	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration,

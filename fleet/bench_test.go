@@ -22,7 +22,7 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 //
 //	go test -run '^$' -bench 'Reserve|RedisGet' -count 6 ./fleet
 func BenchmarkReserve(b *testing.B) {
-	f := fleet.New(newClient(b, sharedAddr(b)), fleet.WithNamespace(uniqueNamespace(b)))
+	f := newFleet(b, newClient(b, sharedAddr(b)), fleet.WithNamespace(uniqueNamespace(b)))
 	r := polite.FleetRequest{PerSecond: 1e9, Burst: 1, MaxWait: -1}
 	lat := make([]time.Duration, 0, 1024)
 	b.ReportAllocs()

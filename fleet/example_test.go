@@ -30,9 +30,11 @@ func ExampleNew() {
 	for range 2 {
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		defer rdb.Close()
+		f := fleet.New(rdb)
+		defer f.Close() // it listens to the pauses of the fleet's other processes
 		clients = append(clients, &http.Client{Transport: polite.New(nil,
 			polite.WithRate(10, 1), // 10 a second for the whole fleet
-			polite.WithFleet(fleet.New(rdb)))})
+			polite.WithFleet(f))})
 	}
 	start := time.Now()
 	for i := range 6 {

@@ -95,9 +95,10 @@ const (
 // cause.
 var ErrUnavailable = errors.New("fleet: redis unavailable")
 
-// Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use,
-// starts no goroutine that outlives a call, and holds no connection of
-// its own: closing the Redis client is the caller's.
+// Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use. From
+// its first booking it listens to the pauses other processes publish, on
+// a goroutine and a connection of its own, until [Fleet.Close]; closing
+// the Redis client is the caller's.
 type Fleet struct {
 	rdb      redis.UniversalClient
 	ns       string
@@ -113,6 +114,9 @@ type Fleet struct {
 
 	pmu     sync.Mutex
 	pockets map[string]*pocket // key → what is left of its lease
+
+	watchOnce sync.Once
+	watcher   watcher // the pauses other processes publish
 
 	mu      sync.Mutex
 	down    bool      // the breaker is open
@@ -203,6 +207,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 // Reserve implements [polite.Fleet]: it books the next send for key, from
 // the process's lease when it has one.
 func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	f.watch()
 	if k := f.leaseSize(r); k > 1 {
 		return f.reserveLeased(ctx, key, r, k)
 	}
@@ -266,7 +271,7 @@ func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite
 	}
 	f.dropLease(key)
 	ei, burst := interval(r.PerSecond, r.Burst)
-	_, err := f.run(ctx, pauseScript, f.keys(key)[:1], max(d.Microseconds(), 1), ei, burst, grace.Microseconds())
+	_, err := f.run(ctx, pauseScript, f.keys(key)[:1], max(d.Microseconds(), 1), ei, burst, grace.Microseconds(), f.channel(key))
 	return err
 }
 
@@ -300,9 +305,14 @@ func interval(perSecond float64, burst int) (int64, int) {
 // They share a hash tag, key with its braces escaped, so that they hash to
 // one Cluster slot.
 func (f *Fleet) keys(key string) []string {
-	tag := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
-	prefix := f.ns + ":v1:{" + tag + "}:"
+	prefix := f.prefix(key)
 	return []string{prefix + "s", prefix + "w", prefix + "m"}
+}
+
+// prefix returns what the Redis keys and the channel of key start with.
+func (f *Fleet) prefix(key string) string {
+	tag := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
+	return f.ns + ":v1:{" + tag + "}:"
 }
 
 // run calls script under the fleet's deadline and breaker, and returns

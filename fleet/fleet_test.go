@@ -35,7 +35,7 @@ func warm(t *testing.T, f *fleet.Fleet) {
 // spaced by 10ms on Redis's clock: the k-th waits k·10ms less the time
 // since the first.
 func TestReserveSpacesSends(t *testing.T) {
-	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
 	warm(t, f)
 	start := time.Now()
@@ -53,7 +53,7 @@ func TestReserveSpacesSends(t *testing.T) {
 // redis_rate's GCRA does on the same limit: redis_rate is the oracle.
 func TestReserveAgreesWithRedisRate(t *testing.T) {
 	rdb := newClient(t, sharedAddr(t))
-	f := fleet.New(rdb, fleet.WithNamespace(uniqueNamespace(t)))
+	f := newFleet(t, rdb, fleet.WithNamespace(uniqueNamespace(t)))
 	oracle := redis_rate.NewLimiter(rdb)
 	key := uniqueNamespace(t)
 	for _, lim := range []struct {
@@ -77,7 +77,7 @@ func TestReserveAgreesWithRedisRate(t *testing.T) {
 // A pause holds every booking until it ends, and the sends after it are
 // spaced by the interval: no burst at the pause's end.
 func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
-	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{PerSecond: 100, Burst: 10, MaxWait: -1}
 	warm(t, f)
 	require.NoError(t, f.Pause(ctx, "api.example", 300*time.Millisecond, r))
@@ -99,7 +99,7 @@ func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
 // A window of 5 per second: the 6th booking waits for the first to leave
 // the window, and no interval of a second holds 6 bookings.
 func TestWindowBooksExactly(t *testing.T) {
-	f := fleet.New(newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	r := polite.FleetRequest{Window: polite.Window{N: 5, Per: time.Second}, MaxWait: -1}
 	warm(t, f)
 	start := time.Now()
@@ -126,7 +126,7 @@ func TestWindowBooksExactly(t *testing.T) {
 // failover); the next call loads them again.
 func TestScriptsReloadAfterFlush(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
-	f := fleet.New(rdb)
+	f := newFleet(t, rdb)
 	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
@@ -160,7 +160,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 // Every key the scripts write has a TTL.
 func TestEveryWriteExpires(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
-	f := fleet.New(rdb)
+	f := newFleet(t, rdb)
 	r := polite.FleetRequest{PerSecond: 10, Burst: 2, Window: polite.Window{N: 3, Per: time.Second}, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestFailOpenWhenRedisHangs(t *testing.T) {
 	srv := startRedis(t)
 	var mu sync.Mutex
 	var changes []bool
-	f := fleet.New(newClient(t, srv.addr), fleet.WithOnChange(func(ok bool, err error) {
+	f := newFleet(t, newClient(t, srv.addr), fleet.WithOnChange(func(ok bool, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		changes = append(changes, ok)
@@ -217,7 +217,7 @@ func TestFailOpenWhenRedisHangs(t *testing.T) {
 // Redis gone (connection refused) and back on the same port.
 func TestFailOpenWhenRedisRestarts(t *testing.T) {
 	srv := startRedis(t)
-	f := fleet.New(newClient(t, srv.addr))
+	f := newFleet(t, newClient(t, srv.addr))
 	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
@@ -241,9 +241,9 @@ func TestFailOpenWhenRedisRestarts(t *testing.T) {
 func TestSizeIsConfiguredOrLive(t *testing.T) {
 	rdb := newClient(t, sharedAddr(t))
 	ns := uniqueNamespace(t)
-	assert.Equal(t, 7, fleet.New(rdb, fleet.WithSize(7)).Size())
-	a := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember("a"))
-	b := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember("b"))
+	assert.Equal(t, 7, newFleet(t, rdb, fleet.WithSize(7)).Size())
+	a := newFleet(t, rdb, fleet.WithNamespace(ns), fleet.WithMember("a"))
+	b := newFleet(t, rdb, fleet.WithNamespace(ns), fleet.WithMember("b"))
 	assert.Equal(t, 1, a.Size(), "before Redis answered")
 	r := polite.FleetRequest{PerSecond: 1000, Burst: 10, MaxWait: -1}
 	_, err := a.Reserve(ctx, "k", r)
@@ -262,7 +262,7 @@ func TestSizeIsConfiguredOrLive(t *testing.T) {
 // empties the lease.
 func TestLeaseBooksSpacedSends(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
-	f := fleet.New(rdb, fleet.WithSize(2)) // 1,000 a second × 50ms ÷ 2: 25 sends a lease
+	f := newFleet(t, rdb, fleet.WithSize(2)) // 1,000 a second × 50ms ÷ 2: 25 sends a lease
 	r := polite.FleetRequest{PerSecond: 1000, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r) // loads the scripts
 	require.NoError(t, err)
@@ -287,7 +287,7 @@ func TestLeaseBooksSpacedSends(t *testing.T) {
 // then paces at is the limit it measured from every process's successes.
 func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
-	procs := []*fleet.Fleet{fleet.New(rdb, fleet.WithMember("a")), fleet.New(rdb, fleet.WithMember("b")), fleet.New(rdb, fleet.WithMember("c"))}
+	procs := []*fleet.Fleet{newFleet(t, rdb, fleet.WithMember("a")), newFleet(t, rdb, fleet.WithMember("b")), newFleet(t, rdb, fleet.WithMember("c"))}
 	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
 	g, err := procs[0].Reserve(ctx, "k", r)
 	require.NoError(t, err)
@@ -317,7 +317,7 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	srv := startRedis(t, "--enable-debug-command", "yes")
 	rdb := newClient(t, srv.addr)
-	f := fleet.New(rdb)
+	f := newFleet(t, rdb)
 	warm(t, f)
 	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
 	other := newClient(t, srv.addr)
@@ -335,4 +335,24 @@ func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 		require.Less(t, time.Since(back), time.Second)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// A pause set by one process is published: another that has booked sends
+// hears of it without asking Redis.
+func TestPauseIsPublished(t *testing.T) {
+	addr := sharedAddr(t)
+	ns := uniqueNamespace(t)
+	a, b := newFleet(t, newClient(t, addr), fleet.WithNamespace(ns)), newFleet(t, newClient(t, addr), fleet.WithNamespace(ns))
+	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	_, err := b.Reserve(ctx, "api{1}.example", r) // b listens from its first booking
+	require.NoError(t, err)
+	assert.Zero(t, b.Paused("api{1}.example"))
+	deadline := time.Now().Add(time.Second)
+	for b.Paused("api{1}.example") == 0 { // the subscription may take a moment to start
+		require.NoError(t, a.Pause(ctx, "api{1}.example", 2*time.Second, r))
+		require.True(t, time.Now().Before(deadline), "b never heard of a's pause")
+		time.Sleep(10 * time.Millisecond) // real Redis, real time
+	}
+	assert.InDelta(t, 2*time.Second.Seconds(), b.Paused("api{1}.example").Seconds(), 0.1)
+	assert.Zero(t, b.Paused("other.example"))
 }

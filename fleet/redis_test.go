@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/politehttp/polite/fleet"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -110,4 +111,11 @@ func newClient(t testing.TB, addr string) *redis.Client {
 // on a shared Redis do not see each other's keys.
 func uniqueNamespace(t testing.TB) string {
 	return fmt.Sprintf("polite-test-%s-%d", filepath.Base(t.Name()), time.Now().UnixNano())
+}
+
+// newFleet returns a Fleet on rdb, closed when t ends.
+func newFleet(t testing.TB, rdb redis.UniversalClient, opts ...fleet.Option) *fleet.Fleet {
+	f := fleet.New(rdb, opts...)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }

@@ -135,8 +135,8 @@ return {1, slot - now, paused, members, gen, ei}
 `)
 
 // pauseScript holds the key's sends for a while. ARGV: the pause in µs,
-// the emission interval in µs (0: none), the burst, and the state's grace
-// in µs. The pause never shortens a longer one, and the GCRA's TAT moves
+// the emission interval in µs (0: none), the burst, the state's grace in
+// µs, and the channel to publish the pause on (µs left). The pause never shortens a longer one, and the GCRA's TAT moves
 // to the pause's end plus burst−1 intervals, so that the sends after the
 // pause are spaced by the interval from its end: the fleet resumes
 // without a burst. It replies the pause left, in µs.
@@ -159,6 +159,7 @@ if ei > 0 and tat < pause + (burst - 1) * ei then
 end
 if tat > keep then keep = tat end
 redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
+redis.call('PUBLISH', ARGV[5], f(pause - now))
 return pause - now
 `)
 

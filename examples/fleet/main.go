@@ -103,7 +103,9 @@ func run(url, addr string, n int, d time.Duration, shared bool) ([][2]int64, tim
 		defer rdb.Close()
 		opts := []polite.Option{polite.WithRate(limit, burst), polite.WithMaxAttempts(1)}
 		if shared {
-			opts = append(opts, polite.WithFleet(fleet.New(rdb, fleet.WithSize(n))))
+			f := fleet.New(rdb, fleet.WithSize(n))
+			defer f.Close()
+			opts = append(opts, polite.WithFleet(f))
 		}
 		client := &http.Client{Transport: polite.New(nil, opts...)}
 		for range 4 {

@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A pause one process sets is published on its key's channel; every Fleet
+// that has booked a send listens to its namespace's channels, so that the
+// sends it booked before the pause, asleep until their slot, hold for it
+// rather than go out during it (polite.Fleet.Paused). A Fleet that misses a
+// message (Redis down, a reconnection) learns of the pause at its next
+// booking, as without listening.
+
+// watcher listens to the pauses of a Fleet's namespace.
+type watcher struct {
+	mu     sync.Mutex
+	until  map[string]time.Time // key → the end of its pause, as published
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+// channel returns the channel of key's pauses.
+func (f *Fleet) channel(key string) string {
+	return f.prefix(key) + "ev"
+}
+
+// watch starts listening, once, unless the Fleet is closed.
+func (f *Fleet) watch() {
+	f.watchOnce.Do(func() {
+		w := &f.watcher
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.closed {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w.cancel, w.done = cancel, make(chan struct{})
+		ps := f.rdb.PSubscribe(ctx, f.ns+":v1:*:ev")
+		go func() {
+			defer close(w.done)
+			defer ps.Close()
+			ch := ps.Channel()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m, ok := <-ch:
+					if !ok {
+						return
+					}
+					f.heard(m)
+				}
+			}
+		}()
+	})
+}
+
+// heard records a pause published on a key's channel.
+func (f *Fleet) heard(m *redis.Message) {
+	key, ok := f.keyOf(m.Channel)
+	us, err := strconv.ParseInt(m.Payload, 10, 64)
+	if !ok || err != nil || us <= 0 {
+		return
+	}
+	until := time.Now().Add(time.Duration(us) * time.Microsecond)
+	w := &f.watcher
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.until == nil {
+		w.until = make(map[string]time.Time)
+	}
+	if len(w.until) >= maxPockets { // forget the pauses that are over
+		now := time.Now()
+		for k, u := range w.until {
+			if !u.After(now) {
+				delete(w.until, k)
+			}
+		}
+	}
+	if len(w.until) < maxPockets && until.After(w.until[key]) {
+		w.until[key] = until
+	}
+}
+
+// keyOf returns the polite key of a pause channel of the namespace.
+func (f *Fleet) keyOf(channel string) (string, bool) {
+	rest, ok := strings.CutPrefix(channel, f.ns+":v1:{")
+	if !ok {
+		return "", false
+	}
+	tag, ok := strings.CutSuffix(rest, "}:ev")
+	if !ok {
+		return "", false
+	}
+	return strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%").Replace(tag), true
+}
+
+// Paused implements [polite.Fleet]: how long key stays paused, as this
+// process last heard, without asking Redis.
+func (f *Fleet) Paused(key string) time.Duration {
+	w := &f.watcher
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(time.Until(w.until[key]), 0)
+}
+
+// Close stops listening for pauses. The Fleet still books sends; it learns
+// of pauses at its bookings only. It does not close the Redis client.
+func (f *Fleet) Close() error {
+	w := &f.watcher
+	w.mu.Lock()
+	w.closed = true
+	cancel, done := w.cancel, w.done
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}

@@ -34,6 +34,12 @@ type Fleet interface {
 	// in any process, count once).
 	Throttled(ctx context.Context, key string, gen uint64) error
 
+	// SharesController reports whether the fleet runs a controller shared
+	// by its processes, for keys with no configured or stated rate (see
+	// FleetRequest.Adaptive); if not, each process's own controller paces
+	// it as if it were alone, and the fleet shares the server's pauses.
+	SharesController() bool
+
 	// Paused returns how long key stays paused, as this process last
 	// heard from the fleet, without asking the store: a send booked
 	// before a pause that another process set checks it before it goes.
@@ -107,8 +113,10 @@ const fleetGlobalKey = "\x00global"
 //     calls to that key, from the next request each makes;
 //   - the rate of a quota the server states in its headers (its limit
 //     over its window) paces the fleet, fleet-wide, as WithRate does;
-//   - with neither, a controller shared by the fleet paces it (unless
-//     [WithAdaptive](AdaptiveOff)): its state lives in the store, one per
+//   - with neither, each process's own controller ([WithAdaptive]) paces
+//     it as if it were alone, and the fleet shares the server's pauses;
+//     or, if the fleet shares a controller ([Fleet.SharesController]),
+//     that one paces the fleet: its state lives in the store, one per
 //     key, so that a throttle seen by several processes at once counts
 //     once and a rise one process finds is used by all. It works as
 //     [Gentle] does: it measures the server's limit from the successes
@@ -159,9 +167,10 @@ const windowGuard = 50 * time.Millisecond
 func (c *call) admitFleets() error {
 	ks := c.need()
 	perSecond, burst := c.fleetRate()
-	// The shared controller paces when nothing else does: a configured or
+	// A shared controller paces when nothing else does: a configured or
 	// stated rate is the server's, and the fleet keeps to it.
-	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: perSecond == 0 && c.t.keys.adaptive != AdaptiveOff}
+	shared := perSecond == 0 && c.t.keys.adaptive != AdaptiveOff && c.t.cfg.fleet.SharesController()
+	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: shared}
 	if c.t.cfg.window.N > 0 {
 		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
 	}
@@ -175,6 +184,13 @@ func (c *call) admitFleets() error {
 	if err := c.admitFleet(c.key, ks, r); err != nil {
 		return err
 	}
+	if perSecond == 0 && !shared {
+		// Nothing configured or stated, and no shared controller: the
+		// key's own controller paces this process as if it were alone.
+		if err := c.admitOn(ks); err != nil {
+			return err
+		}
+	}
 	if g := c.t.global; g != nil {
 		return c.admitFleet(fleetGlobalKey, g, FleetRequest{PerSecond: c.t.cfg.globalRate, Burst: c.t.cfg.globalBurst})
 	}
@@ -187,7 +203,7 @@ func (c *call) admitFleets() error {
 // booked.
 func (c *call) tellFleet(ks *keyState, o outcome) {
 	f := c.t.cfg.fleet
-	if f == nil || c.t.keys.adaptive == AdaptiveOff {
+	if f == nil || c.t.keys.adaptive == AdaptiveOff || !f.SharesController() {
 		return
 	}
 	if perSecond, _ := c.fleetRate(); perSecond > 0 {

@@ -38,6 +38,8 @@ func (f *downFleet) Throttled(context.Context, string, uint64) error { return er
 
 func (f *downFleet) Paused(string) time.Duration { return 0 }
 
+func (f *downFleet) SharesController() bool { return true }
+
 func (f *downFleet) Size() int { return f.size }
 
 // A fleet of 4 whose store is down: each Transport paces at a quarter of
@@ -110,6 +112,8 @@ func (f *recordingFleet) Pause(context.Context, string, time.Duration, polite.Fl
 func (f *recordingFleet) Throttled(context.Context, string, uint64) error { return nil }
 
 func (f *recordingFleet) Paused(string) time.Duration { return 0 }
+
+func (f *recordingFleet) SharesController() bool { return true }
 
 func (f *recordingFleet) Size() int { return 1 }
 

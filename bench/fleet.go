@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,24 +46,27 @@ func fleetClients() []client {
 			return &http.Client{Transport: &spread{rts: rts}}
 		}},
 		{name: "polite-fleet", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
-			return buildFleet(tr, cfg)
+			return buildFleet(tr, cfg, nil)
+		}},
+		{name: "polite-fleet-shared", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			return buildFleet(tr, cfg, []fleet.Option{fleet.WithSharedController(true)})
 		}},
 		{name: "polite-fleet-told", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			first := cfg.profile.rateAt(0, cfg.duration)
-			return buildFleet(tr, cfg, polite.WithRate(first, 10))
+			return buildFleet(tr, cfg, nil, polite.WithRate(first, 10))
 		}},
 	}
 }
 
-// buildFleet returns N polite Transports sharing one quota through Redis,
-// each configured with opts.
-func buildFleet(tr http.RoundTripper, cfg clientConfig, opts ...polite.Option) *http.Client {
+// buildFleet returns N polite Transports sharing one quota through Redis
+// (a Fleet configured with fopts), each configured with opts.
+func buildFleet(tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, opts ...polite.Option) *http.Client {
 	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // a run starts afresh
 	rts := make([]http.RoundTripper, cfg.fleet)
 	for i := range rts {
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
 		cfg.cleanup(func() { _ = rdb.Close() })
-		f := fleet.New(rdb, fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet))
+		f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
 		cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
 		rts[i] = polite.New(tr, append([]polite.Option{polite.WithFleet(f)}, opts...)...)
 	}
@@ -83,7 +87,7 @@ func (s *spread) RoundTrip(req *http.Request) (*http.Response, error) {
 // needsRedis reports whether any of cls runs as a fleet on Redis.
 func needsRedis(cls []client) bool {
 	for _, c := range cls {
-		if c.name == "polite-fleet" || c.name == "polite-fleet-told" {
+		if strings.HasPrefix(c.name, "polite-fleet") {
 			return true
 		}
 	}

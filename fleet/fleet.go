@@ -109,6 +109,7 @@ type Fleet struct {
 	onChange func(available bool, err error)
 
 	lease    time.Duration
+	shared   bool
 	inflight chan struct{} // a slot per outstanding Redis call
 	lastLive atomic.Int64  // the members of the key of the last reply
 
@@ -171,6 +172,21 @@ func WithMember(name string) Option {
 		}
 	}
 }
+
+// WithSharedController makes the fleet pace keys with no configured or
+// stated rate by a controller shared through Redis (see
+// [polite.WithFleet]), rather than by each process's own controller.
+// Default: false. The shared controller finds the limit of a server that
+// states nothing from the throttles of every process, and counts one
+// overload once; on the real servers of polite's bench it does not yet
+// do better than each process's own (see the README's figures).
+func WithSharedController(on bool) Option {
+	return func(f *Fleet) { f.shared = on }
+}
+
+// SharesController implements [polite.Fleet]: whether [WithSharedController]
+// is on.
+func (f *Fleet) SharesController() bool { return f.shared }
 
 // WithLogger logs each change between shared and local pacing to l, at
 // Warn. Default: nil, silent.

@@ -287,7 +287,10 @@ func TestLeaseBooksSpacedSends(t *testing.T) {
 // then paces at is the limit it measured from every process's successes.
 func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
-	procs := []*fleet.Fleet{newFleet(t, rdb, fleet.WithMember("a")), newFleet(t, rdb, fleet.WithMember("b")), newFleet(t, rdb, fleet.WithMember("c"))}
+	var procs []*fleet.Fleet
+	for _, m := range []string{"a", "b", "c"} {
+		procs = append(procs, newFleet(t, rdb, fleet.WithMember(m), fleet.WithSharedController(true)))
+	}
 	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
 	g, err := procs[0].Reserve(ctx, "k", r)
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv')
 local tat = tonumber(st[1]) or now
 local pause = tonumber(st[2]) or 0
 local gen = tonumber(st[5]) or 0
@@ -59,7 +59,14 @@ if tat < now then tat = now end
 if adaptive == 1 then
   -- The shared controller: count the successes reported, and pace at its
   -- rate once a throttle has measured the limit.
-  if accepted > 0 then redis.call('HINCRBY', KEYS[1], 'acc', accepted) end
+  local spent = tonumber(st[8]) or 0
+  if accepted > 0 then
+    redis.call('HINCRBY', KEYS[1], 'acc', accepted)
+    if spent > 0 then
+      redis.call('HSET', KEYS[1], 'sp', 0)
+      spent = 0
+    end
+  end
   if not st[4] then redis.call('HSET', KEYS[1], 'ev', f(now)) end
   redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000))
   local W = tonumber(st[3])
@@ -67,7 +74,7 @@ if adaptive == 1 then
     local rate = 0.99 * W
     local hold = 4000000
     if st[6] == '1' then hold = 0 end
-    local t = (now - tonumber(st[4]) - hold) / 1000000
+    local t = (now - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
         rate = rate * 2 ^ (4 * t)
@@ -76,6 +83,8 @@ if adaptive == 1 then
         if rate > 1.1 * W then rate = 1.1 * W * (rate / (1.1 * W)) ^ 4 end
       end
     end
+    rate = rate / 2 ^ spent
+    if rate < 0.5 then rate = 0.5 end
     if rate > 1000000 then rate = 1000000 end
     local cei = math.floor(1000000 / rate + 0.5)
     if cei < 1 then cei = 1 end
@@ -173,8 +182,12 @@ return pause - now
 // event over the time since: the first event gives a floor (over at least
 // a second), from which the rate probes at once; an event while the rate
 // probes (or while the limit is being found) can only raise W; one while
-// it holds lowers W, at most 4 times. The rate (in reserveScript) holds at
-// 0.99·W for 4 seconds, then doubles every second, or every quarter
+// it holds lowers W, at most 4 times. A throttle with no success counted
+// since the last event is no measure: the server still refuses at the new
+// rate (a spent window, a limiter that counts refusals), and the rate
+// halves, once per generation, until a success, and the hold starts
+// again. The rate (in reserveScript) holds at 0.99·W for 4 seconds from
+// the last event or halving, then doubles every second, or every quarter
 // second while finding.
 var congestScript = redis.NewScript(`
 local t = redis.call('TIME')
@@ -186,9 +199,17 @@ if tonumber(ARGV[1]) ~= gen then return {0, gen} end
 local ev = tonumber(st[2]) or now
 local acc = tonumber(st[3]) or 0
 local prev = tonumber(st[1])
--- No success counted since the last event: the server still refuses
--- what the last event's cut let through; that is the same event.
-if prev and acc == 0 then return {0, gen} end
+if prev and acc == 0 then
+  -- No success counted since the last event: the server still refuses
+  -- at the new rate (a spent window, a limiter that counts refusals).
+  -- That is no new measure: the rate halves, until a success, once per
+  -- generation (the sends booked before the halving do not halve again).
+  local sp = (tonumber(redis.call('HGET', KEYS[1], 'sp')) or 0) + 1
+  if sp > 16 then sp = 16 end
+  redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 1, 'cv', string.format('%.0f', now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
+  return {0, gen + 1}
+end
 local span = (now - ev) / 1000000
 local measured = acc / math.max(span, 0.001)
 local fl = st[6] == '1'
@@ -205,7 +226,7 @@ end
 if W < 0.5 then W = 0.5 end
 local fd = (not prev) or fl or W > 1.05 * prev
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1,
-  'fd', fd and 1 or 0, 'fl', fl and 1 or 0)
+  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}
 `)

@@ -107,10 +107,12 @@ const fleetGlobalKey = "\x00global"
 //
 //   - [WithRate], [WithGlobalRate] and [WithWindow] are fleet-wide: every
 //     process configured with WithRate(100, 10) means 100 a second for the
-//     whole fleet, booked in the store, one round trip per attempt;
+//     whole fleet, booked in the store, one round trip per attempt (fewer
+//     where the store leases several sends at once);
 //   - a pause a server asks for (a Retry-After that holds the key, a quota
 //     spent until its reset) seen by one process holds every process's
-//     calls to that key, from the next request each makes;
+//     calls to that key: the next they make, and those already booked
+//     that the store tells of it ([Fleet.Paused]);
 //   - the rate of a quota the server states in its headers (its limit
 //     over its window) paces the fleet, fleet-wide, as WithRate does;
 //   - with neither, each process's own controller ([WithAdaptive]) paces
@@ -140,7 +142,7 @@ func WithFleet(f Fleet) Option {
 // included, and spaces the n+1-th from the first by per plus a guard of
 // 50ms, which absorbs the jitter between sending and arrival.
 //
-// A Transport keeps each key's window in memory: at most 256 entries, the
+// A Transport keeps each key's window in memory: at most 257 entries, the
 // sends of each 1/256 of per merged into one that counts them at the
 // latest of their instants, so that it never allows n+1 and delays a
 // send by at most per/256 beyond the exact instant. Under [WithFleet] the

@@ -2,7 +2,6 @@ package polite
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -55,8 +54,8 @@ type Fleet interface {
 // limits that hold for the whole fleet.
 type FleetRequest struct {
 	// PerSecond and Burst are the key's token bucket, fleet-wide (as
-	// [WithRate] sets it, or the key's controller). PerSecond 0 means no
-	// pacing.
+	// [WithRate] sets it, or the quota the server states). PerSecond 0
+	// means no pacing.
 	PerSecond float64
 	Burst     int
 	// Window is the key's exact window quota ([WithWindow]): at most
@@ -172,6 +171,7 @@ func (c *call) admitFleets() error {
 	// A shared controller paces when nothing else does: a configured or
 	// stated rate is the server's, and the fleet keeps to it.
 	shared := perSecond == 0 && c.t.keys.adaptive != AdaptiveOff && c.t.cfg.fleet.SharesController()
+	c.fleetShared = shared
 	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: shared}
 	if c.t.cfg.window.N > 0 {
 		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
@@ -200,16 +200,12 @@ func (c *call) admitFleets() error {
 }
 
 // tellFleet tells the fleet's shared controller the outcome o of the
-// call's attempt: a success is counted (with the key's next request), a
-// throttle is a congestion event unless one came since the attempt was
-// booked.
+// call's attempt, if that controller paced it: a success is counted (with
+// the key's next request), a throttle is a congestion event unless one
+// came since the attempt was booked.
 func (c *call) tellFleet(ks *keyState, o outcome) {
-	f := c.t.cfg.fleet
-	if f == nil || c.t.keys.adaptive == AdaptiveOff || !f.SharesController() {
+	if !c.fleetShared {
 		return
-	}
-	if perSecond, _ := c.fleetRate(); perSecond > 0 {
-		return // the fleet keeps to a configured or stated rate
 	}
 	switch o {
 	case outcomeOK:
@@ -218,7 +214,7 @@ func (c *call) tellFleet(ks *keyState, o outcome) {
 		ks.mu.Unlock()
 	case outcomeThrottled:
 		// An error leaves the event to the processes that can tell it.
-		_ = f.Throttled(c.ctx, c.key, c.fleetGen)
+		_ = c.t.cfg.fleet.Throttled(c.ctx, c.key, c.fleetGen)
 	}
 }
 
@@ -253,13 +249,7 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 		if c.ctx.Err() != nil {
 			return false, context.Cause(c.ctx)
 		}
-		members := f.Size()
-		ks.mu.Lock()
-		if x := ks.extra; x != nil && x.members > 0 {
-			members = max(members, x.members)
-		}
-		ks.mu.Unlock()
-		members = max(members, 1)
+		members := c.members(ks)
 		return false, c.admitFallback(ks, perSecond/float64(members), max(burst/members, 1))
 	}
 	if g.Members > 0 {
@@ -317,7 +307,7 @@ func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
 	now := time.Now()
 	pause := ks.pauseNowLocked(now)
 	var res *rate.Reservation
-	if perSecond > 0 && !math.IsInf(perSecond, 1) {
+	if perSecond > 0 {
 		x := ks.extraLocked()
 		limit, b := rate.Limit(perSecond), max(burst, 1)
 		if x.fallback == nil {
@@ -383,17 +373,23 @@ func (c *call) fleetRate() (float64, int) {
 // alone; in a fleet, 1 over the processes that sent to the key lately (or
 // the fleet's size).
 func (c *call) share(ks *keyState) float64 {
-	f := c.t.cfg.fleet
-	if f == nil {
+	if c.t.cfg.fleet == nil {
 		return 1
 	}
-	members := f.Size()
+	return 1 / float64(c.members(ks))
+}
+
+// members returns how many processes share the key's quota, at least 1:
+// the fleet's size, or the processes its store last said sent to the key,
+// if more.
+func (c *call) members(ks *keyState) int {
+	members := c.t.cfg.fleet.Size()
 	ks.mu.Lock()
-	if x := ks.extra; x != nil && x.members > 0 {
-		members = x.members
+	if x := ks.extra; x != nil {
+		members = max(members, x.members)
 	}
 	ks.mu.Unlock()
-	return 1 / float64(max(members, 1))
+	return max(members, 1)
 }
 
 // pauseFleet tells the fleet that the server asked for no request to the

@@ -288,21 +288,22 @@ func (t *Transport) RetryBudget() *RetryBudget { return t.budget }
 
 // call is the state of one RoundTrip.
 type call struct {
-	t        *Transport
-	req      *http.Request // the caller's request, never modified
-	ctx      context.Context
-	key      string
-	ks       *keyState        // the key's state, once it has one
-	shard    *shard[keyState] // the key's registry shard, once looked up
-	rotated  int64            // its last rotation when ks was found
-	quota    *serverQuota     // the server quota the attempt in flight counts against, if any
-	slot     *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
-	attempt  int              // the attempt being made, 1-based
-	sent     uint32           // what the key's Gentle.sending said as the attempt was sent
-	fleetGen uint64           // the fleet's controller generation the attempt was booked under
-	held     int              // retry cost held by the attempt in flight, refunded if it succeeds
-	sched    *schedule        // backoff delays, made at the first retry
-	site     *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
+	t           *Transport
+	req         *http.Request // the caller's request, never modified
+	ctx         context.Context
+	key         string
+	ks          *keyState        // the key's state, once it has one
+	shard       *shard[keyState] // the key's registry shard, once looked up
+	rotated     int64            // its last rotation when ks was found
+	quota       *serverQuota     // the server quota the attempt in flight counts against, if any
+	slot        *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
+	attempt     int              // the attempt being made, 1-based
+	sent        uint32           // what the key's Gentle.sending said as the attempt was sent
+	fleetGen    uint64           // the fleet's controller generation the attempt was booked under
+	fleetShared bool             // the fleet's shared controller paced the attempt
+	held        int              // retry cost held by the attempt in flight, refunded if it succeeds
+	sched       *schedule        // backoff delays, made at the first retry
+	site        *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
 }
 
 // failure is what makes an attempt worth retrying.

@@ -12,7 +12,6 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -265,7 +264,6 @@ func TestSizeIsConfiguredOrLive(t *testing.T) {
 	assert.Equal(t, 2, g.Members)
 	assert.Equal(t, 2, b.Size())
 	assert.True(t, strings.Contains(fleet.RedisKey(ns, "k", "m"), "{k}"))
-	_ = redis.Nil
 }
 
 // Above 200 a second a process leases: one script call books 50ms of the

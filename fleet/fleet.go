@@ -334,7 +334,8 @@ func (f *Fleet) prefix(key string) string {
 // run calls script under the fleet's deadline and breaker, and returns
 // its reply as integers.
 func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
-	if !f.allow(time.Now()) {
+	ok, probe := f.allow(time.Now())
+	if !ok {
 		return nil, ErrUnavailable
 	}
 	select {
@@ -343,6 +344,7 @@ func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, ar
 		return nil, f.failed(fmt.Errorf("%w: %d calls outstanding", ErrUnavailable, maxInFlight))
 	}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
+	defer cancel() // after the select: its Done is the deadline, not the end of the call
 	type reply struct {
 		v   []int64
 		err error
@@ -350,12 +352,9 @@ func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, ar
 	done := make(chan reply, 1)
 	go func() {
 		defer func() { <-f.inflight }()
-		defer cancel()
 		res, err := script.Run(callCtx, f.rdb, keys, args...).Result()
 		done <- reply{ints(res), err}
 	}()
-	timer := time.NewTimer(f.timeout)
-	defer timer.Stop()
 	select {
 	case r := <-done:
 		if r.err != nil {
@@ -363,14 +362,18 @@ func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, ar
 		}
 		f.succeeded()
 		return r.v, nil
-	case <-timer.C:
+	case <-callCtx.Done():
+		// The deadline, which the client may not have honoured: the call
+		// goes on apart, and is abandoned.
 		return nil, f.failed(fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.timeout))
 	case <-ctx.Done():
-		// The caller gave up: Redis is not to blame. (A probe gives its
-		// turn to the next call.)
-		f.mu.Lock()
-		f.probing = false
-		f.mu.Unlock()
+		// The caller gave up: Redis is not to blame. A probe gives its
+		// turn to the next call.
+		if probe {
+			f.mu.Lock()
+			f.probing = false
+			f.mu.Unlock()
+		}
 		return nil, context.Cause(ctx)
 	}
 }
@@ -392,19 +395,20 @@ func ints(res any) []int64 {
 	return nil
 }
 
-// allow reports whether a Redis call may go at now: the breaker is closed,
-// or it is open, its wait is over, and no other probe is out.
-func (f *Fleet) allow(now time.Time) bool {
+// allow reports whether a Redis call may go at now: the breaker is
+// closed, or it is open, its wait is over, and no other probe is out; then
+// the call is the probe.
+func (f *Fleet) allow(now time.Time) (ok, probe bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.down {
-		return true
+		return true, false
 	}
 	if f.probing || now.Before(f.probeAt) {
-		return false
+		return false, false
 	}
 	f.probing = true
-	return true
+	return true, true
 }
 
 // failed opens the breaker, or backs off when a probe failed, and

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"syscall"
@@ -301,6 +302,34 @@ func TestLeaseBooksSpacedSends(t *testing.T) {
 	g, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
 	assert.Greater(t, g.Wait, 150*time.Millisecond, "the lease was dropped: the next send waits for the pause")
+}
+
+// Many processes sharing a key lease at least 16 sends each, or the whole
+// lease's length of the fleet's rate if that is less: one script call per
+// 16 requests at most, however many processes share the rate.
+func TestLeaseHoldsSixteenSendsAmongManyProcesses(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSize(16))
+	warm(t, f)
+	for _, c := range []struct {
+		perSecond float64
+		sends     int
+	}{
+		{2000, 16}, // 2,000 × 50ms ÷ 16 is 6: 16 instead
+		{200, 10},  // 200 × 50ms is 10: the whole lease
+	} {
+		key := fmt.Sprint(c.perSecond)
+		r := polite.FleetRequest{PerSecond: c.perSecond, Burst: 1, MaxWait: -1}
+		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+		for range c.sends {
+			_, err := f.Reserve(ctx, key, r)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, int64(1), scriptCalls(t, rdb), "%v a second: %d sends, one lease", c.perSecond, c.sends)
+		_, err := f.Reserve(ctx, key, r)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), scriptCalls(t, rdb), "%v a second: the next send leases again", c.perSecond)
+	}
 }
 
 // The shared controller: throttles of sends booked under one generation,

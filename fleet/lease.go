@@ -15,8 +15,14 @@ const (
 	// DefaultLease is how much of the fleet's rate a lease holds: a
 	// process books the fleet's rate times DefaultLease, divided by the
 	// processes that share the key, in one call (at 2,000 a second and 4
-	// processes, 25 sends: one call per 25 requests).
+	// processes, 25 sends: one call per 25 requests), and at least
+	// minLeaseSends if the whole lease holds that many.
 	DefaultLease = 50 * time.Millisecond
+	// minLeaseSends is the fewest sends a lease books when the fleet's
+	// rate over the lease's length allows it: many processes sharing a
+	// key would otherwise lease a few sends each, and call Redis for
+	// every few requests (at 2,000 a second and 16 processes, 6).
+	minLeaseSends = 16
 	// leaseMinRate is the rate from which a lease books more than one send
 	// by default: below it, a call per request costs Redis little.
 	leaseMinRate = 200.0
@@ -44,13 +50,20 @@ func WithLease(d time.Duration) Option {
 	return func(f *Fleet) { f.lease = max(d, 0) }
 }
 
-// leaseSize returns how many sends to book for r: 1 without leases.
+// leaseSize returns how many sends to book for r: 1 without leases. A
+// lease is the process's share of the fleet's rate over the lease's
+// length, or minLeaseSends if that is more and the fleet's rate over the
+// lease's length allows it: the leases out at once then hold up to
+// processes × minLeaseSends sends (at 16 processes and 2,000 a second,
+// 128 ms of the rate), each booked in the GCRA, so that the fleet keeps
+// to its rate; a lease a process does not spend in time is lost.
 func (f *Fleet) leaseSize(r polite.FleetRequest) int {
 	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || math.IsInf(r.PerSecond, 1) {
 		return 1
 	}
 	members := max(f.Size(), 1)
-	k := math.Round(r.PerSecond * f.lease.Seconds() / float64(members))
+	whole := r.PerSecond * f.lease.Seconds()
+	k := max(math.Round(whole/float64(members)), min(minLeaseSends, math.Round(whole)))
 	return int(max(min(k, maxLeaseSends), 1)) // a huge rate makes no huge lease
 }
 

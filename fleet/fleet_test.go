@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,6 +368,35 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
 // within the timeout and the fleet paces locally meanwhile; when Redis
 // answers again, a probe finds it.
+// The shared controller's probe: 4 seconds after the last event it
+// doubles every second up to 1.1·W, stays there for a second, then doubles
+// every second again.
+func TestSharedControllerProbesInSteps(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	warm(t, f)
+	top := math.Log2(1.1 / 0.99) // when the probe reaches 1.1·W
+	for _, c := range []struct {
+		since float64 // seconds since the last event
+		rate  float64 // the rate paced at
+	}{
+		{4 + top + 0.5, 110},                  // on the step
+		{4 + top + 1.5, 110 * math.Exp2(0.5)}, // doubling again
+		{2, 99},                               // holding
+	} {
+		key := fmt.Sprint(c.since)
+		now, err := rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		ev := now.Add(-time.Duration(c.since * float64(time.Second))).UnixMicro()
+		require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", key, "s"), "W", 100, "ev", ev).Err())
+		_, err = f.Reserve(ctx, key, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		require.NoError(t, err)
+		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", key, "s"), "lei").Float64()
+		require.NoError(t, err)
+		assert.InEpsilon(t, 1e6/c.rate, lei, 0.03, "%.2fs after the event", c.since)
+	}
+}
+
 func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	srv := startRedis(t, "--enable-debug-command", "yes")
 	rdb := newClient(t, srv.addr)

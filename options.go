@@ -33,7 +33,7 @@ type config struct {
 	backoffBase   time.Duration
 	backoffMax    time.Duration
 	maxRetryAfter time.Duration
-	budget        *RetryBudget
+	budget        Budget
 	retryUnsafe   bool
 	adaptive      AdaptiveMode
 	idle          time.Duration
@@ -137,12 +137,16 @@ func WithMaxRetryAfter(d time.Duration) Option {
 }
 
 // WithRetryBudget makes the Transport take the cost of its retries from b,
-// which may be shared with other transports so that together they cannot
+// which may be shared with other transports (a [*RetryBudget]) or with
+// other processes (a fleet's, on Redis), so that together they cannot
 // multiply an outage with retries.
 //
 // Default: each Transport has a budget of its own, of capacity
 // [DefaultRetryBudgetCapacity]. A nil b restores the default.
-func WithRetryBudget(b *RetryBudget) Option {
+func WithRetryBudget(b Budget) Option {
+	if rb, ok := b.(*RetryBudget); ok && rb == nil {
+		b = nil
+	}
 	return func(c *config) { c.budget = b }
 }
 

@@ -14,6 +14,30 @@ const (
 	successRefund    = 1  // every attempt that succeeds
 )
 
+// A Budget is what a [Transport] takes the cost of its retries from and
+// gives tokens back to (see [WithRetryBudget]): a [*RetryBudget], the
+// process's own, or one that several processes share, such as the one of
+// package fleet, on Redis. A Transport calls TryTake before each retry and
+// Refund after each attempt that succeeds, so Refund must not block;
+// Remaining and Capacity are reported in events. Implementations are safe
+// for concurrent use.
+type Budget interface {
+	// TryTake takes cost tokens and reports true if the budget holds
+	// that many; otherwise it takes nothing and reports false. A cost
+	// <= 0 takes nothing and reports true.
+	TryTake(cost int) bool
+	// Refund gives n tokens back, up to the capacity; n <= 0 does
+	// nothing.
+	Refund(n int)
+	// Remaining returns the tokens the budget holds, as far as the
+	// process knows.
+	Remaining() int
+	// Capacity returns the most tokens the budget holds.
+	Capacity() int
+}
+
+var _ Budget = (*RetryBudget)(nil)
+
 // A RetryBudget bounds retries so that an outage is not multiplied by
 // them. It holds up to a capacity of tokens, starting full. A Transport
 // takes 5 tokens for each retry (10 for a retry after a timeout) and gives

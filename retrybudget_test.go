@@ -189,6 +189,42 @@ func TestEachTransportHasItsOwnBudget(t *testing.T) {
 	assert.NotSame(t, ta.RetryBudget(), tb.RetryBudget())
 	assert.Equal(t, polite.DefaultRetryBudgetCapacity, ta.RetryBudget().Capacity())
 	assert.NotSame(t, ta.RetryBudget(), polite.New(nil, polite.WithRetryBudget(nil)).RetryBudget())
+	var none *polite.RetryBudget
+	assert.Equal(t, polite.DefaultRetryBudgetCapacity, polite.New(nil, polite.WithRetryBudget(none)).RetryBudget().Capacity(),
+		"a nil *RetryBudget restores the default too")
+}
+
+// Any Budget may hold a Transport's retries (a fleet's, on Redis): the
+// Transport takes each retry's cost from it and gives successes back.
+func TestTransportUsesAnyBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &tallyBudget{RetryBudget: polite.NewRetryBudget(7)}
+		next := newStub(status(503), status(503), status(200))
+		tr := polite.New(next, polite.WithRetryBudget(b))
+		fetch(t, tr, "http://a.test/")
+		assert.Same(t, b, tr.RetryBudget())
+		assert.Equal(t, []int{5, 5}, b.taken, "two retries asked for, the second refused")
+		assert.Equal(t, 2, next.calls(), "the budget held one retry")
+		resp := fetch(t, tr, "http://a.test/")
+		resp.Body.Close()
+		assert.Equal(t, []int{1}, b.refunded, "a success gives 1 back")
+	})
+}
+
+// tallyBudget is a RetryBudget that records what it is asked.
+type tallyBudget struct {
+	*polite.RetryBudget
+	taken, refunded []int
+}
+
+func (b *tallyBudget) TryTake(cost int) bool {
+	b.taken = append(b.taken, cost)
+	return b.RetryBudget.TryTake(cost)
+}
+
+func (b *tallyBudget) Refund(n int) {
+	b.refunded = append(b.refunded, n)
+	b.RetryBudget.Refund(n)
 }
 
 // During a full outage a retrying client multiplies the load on the server

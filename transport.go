@@ -126,7 +126,8 @@
 // successful retry also gives its cost back. A long outage therefore costs
 // about 100 retries, after which calls are sent once each until successes
 // refill the budget. Each Transport has a budget of its own unless
-// [WithRetryBudget] shares one.
+// [WithRetryBudget] shares one, among transports or, through Redis, among
+// the processes of a fleet.
 //
 // # Errors
 //
@@ -209,7 +210,7 @@ type Transport struct {
 	keys   *registry
 	global *keyState           // the WithGlobalRate bucket; nil without one
 	robots *table[robotsEntry] // scheme://host → its robots.txt, under WithCrawlDelay
-	budget *RetryBudget
+	budget Budget
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -284,7 +285,7 @@ func (t *Transport) CloseIdleConnections() {
 
 // RetryBudget returns the retry budget the Transport takes its retries
 // from.
-func (t *Transport) RetryBudget() *RetryBudget { return t.budget }
+func (t *Transport) RetryBudget() Budget { return t.budget }
 
 // call is the state of one RoundTrip.
 type call struct {

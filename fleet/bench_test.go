@@ -50,3 +50,25 @@ func BenchmarkRedisGet(b *testing.B) {
 	}
 	reportLatency(b, lat)
 }
+
+// What a success costs a fleet's retry budget (a refund counted in the
+// process, told to Redis at most every 100 ms), against a process's own
+// budget, in the same run, callers in parallel:
+//
+//	go test -run '^$' -bench 'Refund' -count 6 ./fleet
+func BenchmarkRefund(b *testing.B) {
+	b.Run("fleet", func(b *testing.B) {
+		f := newFleet(b, newClient(b, sharedAddr(b)), fleet.WithNamespace(uniqueNamespace(b)))
+		benchRefund(b, f.RetryBudget("api", 500))
+	})
+	b.Run("own", func(b *testing.B) { benchRefund(b, polite.NewRetryBudget(500)) })
+}
+
+func benchRefund(b *testing.B, budget polite.Budget) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			budget.Refund(1)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -51,4 +52,47 @@ func ExampleNew() {
 	}
 	fmt.Println("6 requests from two transports took at least 500ms:", time.Since(start) >= 500*time.Millisecond)
 	// Output: 6 requests from two transports took at least 500ms: true
+}
+
+// The processes of a fleet retry from one budget, so that together they
+// cannot multiply an outage with retries: with 10 tokens and a retry
+// costing 5, two retries for the whole fleet. (The example runs an
+// in-process Redis; in real use, pass a client of yours.)
+func ExampleFleet_RetryBudget() {
+	m, err := miniredis.Run()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	var attempts atomic.Int64
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+
+	var clients []*http.Client
+	for range 2 { // in real use, one in each process
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		defer rdb.Close()
+		f := fleet.New(rdb)
+		defer f.Close()
+		clients = append(clients, &http.Client{Transport: polite.New(nil,
+			polite.WithBackoff(time.Millisecond, time.Millisecond),
+			polite.WithRetryBudget(f.RetryBudget("api", 10)))})
+	}
+	for i := range 4 {
+		resp, err := clients[i%2].Get(down.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	for _, c := range clients {
+		c.CloseIdleConnections()
+	}
+	fmt.Println("4 calls, attempts:", attempts.Load())
+	// Output: 4 calls, attempts: 6
 }

@@ -119,7 +119,10 @@ type Fleet struct {
 	watchOnce sync.Once
 	watcher   watcher // the pauses other processes publish
 
+	flushes sync.WaitGroup // the retry budgets' flushes out
+
 	mu      sync.Mutex
+	closed  bool      // Close was called: no flush starts
 	down    bool      // the breaker is open
 	probeAt time.Time // when open: when the next probe may go
 	backoff time.Duration
@@ -327,8 +330,13 @@ func (f *Fleet) keys(key string) []string {
 
 // prefix returns what the Redis keys and the channel of key start with.
 func (f *Fleet) prefix(key string) string {
-	tag := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key)
-	return f.ns + ":v1:{" + tag + "}:"
+	return f.ns + ":v1:{" + escapeTag(key) + "}:"
+}
+
+// escapeTag returns s with its braces (and percent signs) escaped, to
+// stand in a Redis hash tag.
+func escapeTag(s string) string {
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
 }
 
 // run calls script under the fleet's deadline and breaker, and returns

@@ -111,9 +111,16 @@ func (f *Fleet) Paused(key string) time.Duration {
 	return max(time.Until(w.until[key]), 0)
 }
 
-// Close stops listening for pauses. The Fleet still books sends; it learns
-// of pauses at its bookings only. It does not close the Redis client.
+// Close stops listening for pauses, and waits for the refunds its retry
+// budgets were telling Redis. The Fleet still books sends and takes
+// retries; it learns of pauses at its bookings only, and a budget tells
+// its refunds with its next retry ([Budget.Flush]). It does not close the
+// Redis client.
 func (f *Fleet) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.flushes.Wait()
 	w := &f.watcher
 	w.mu.Lock()
 	w.closed = true

@@ -181,8 +181,10 @@ func WithMember(name string) Option {
 // [polite.WithFleet]), rather than by each process's own controller.
 // Default: false. The shared controller finds the limit of a server that
 // states nothing from the throttles of every process, and counts one
-// overload once; on the real servers of polite's bench it does not yet
-// do better than each process's own (see the README's figures).
+// overload once: with 4 or 16 processes it has a fraction of the
+// refusals of their own controllers; on the real servers of polite's
+// bench it does better on some and worse on others (see the README's
+// figures).
 func WithSharedController(on bool) Option {
 	return func(f *Fleet) { f.shared = on }
 }

@@ -28,6 +28,11 @@
 // The key must name the owner of the quota: two API tokens calling one
 // host are two quotas, and need [polite.WithKey] to tell them apart.
 //
+// Keys with no rate configured or stated are paced by each process's own
+// controller, or by one the fleet shares ([WithSharedController]). A
+// retry budget can be shared too ([Fleet.RetryBudget]), so that a fleet
+// cannot multiply an outage with retries.
+//
 // # Failing open
 //
 // Every Redis call has a deadline (50ms by default, [WithTimeout]) that

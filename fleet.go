@@ -246,6 +246,11 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	}
 	g, err := f.Reserve(c.ctx, key, r)
 	if err != nil {
+		if r.Accepted > 0 { // not told: the next booking tells them
+			ks.mu.Lock()
+			ks.extraLocked().fleetAccepted += r.Accepted
+			ks.mu.Unlock()
+		}
 		if c.ctx.Err() != nil {
 			return false, context.Cause(c.ctx)
 		}
@@ -287,11 +292,7 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	if paused <= 0 {
 		return false, nil
 	}
-	if err := c.refuse(paused, now, true); err != nil {
-		return false, err
-	}
-	c.waiting(paused, true)
-	if err := sleep(c.ctx, paused); err != nil {
+	if err := c.waitFor(paused, now, true, func() {}); err != nil {
 		return false, err
 	}
 	return true, nil

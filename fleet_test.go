@@ -178,6 +178,38 @@ func (f *genFleet) Throttled(_ context.Context, _ string, gen uint64) error {
 	return nil
 }
 
+// Successes the shared controller was to be told with a booking that
+// failed are told with the next one: none is lost to an outage of the
+// store.
+func TestFleetKeepsSuccessesItCouldNotTell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &flakyFleet{}
+		tr := polite.New(newStub(status(200)), polite.WithFleet(f))
+		fetch(t, tr, "http://a.test/").Body.Close()
+		f.down = true
+		fetch(t, tr, "http://a.test/").Body.Close() // tells 1, which fails
+		f.down = false
+		fetch(t, tr, "http://a.test/").Body.Close()
+		require.Len(t, f.asks, 3)
+		assert.Equal(t, []int{0, 1, 2}, []int{f.asks[0].Accepted, f.asks[1].Accepted, f.asks[2].Accepted},
+			"the third booking tells the success the second could not, and the second's own")
+	})
+}
+
+// flakyFleet is a recordingFleet whose store fails while down.
+type flakyFleet struct {
+	recordingFleet
+	down bool
+}
+
+func (f *flakyFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	if f.down {
+		return polite.FleetGrant{}, errDown
+	}
+	return polite.FleetGrant{Granted: true}, nil
+}
+
 // pausingFleet books the first send 100ms ahead, and publishes a pause of
 // a second as it does; later bookings go at once.
 type pausingFleet struct {

@@ -230,15 +230,14 @@ func (r *reading) signals(now time.Time) Signals {
 	}
 	if !s.HasRetryAfter && r.retryAfter != "" {
 		s.RetryAfter, s.HasRetryAfter = retryAfterValue(r.retryAfter, now, skew)
-		s.RetryAfterSlack = wholeSlack(strings.TrimSpace(r.retryAfter))
+		if s.HasRetryAfter {
+			s.RetryAfterSlack = wholeSlack(strings.TrimSpace(r.retryAfter))
+		}
 	}
 	if !s.HasRetryAfter && r.xRetryAfter != "" {
 		if t, slack, ok := parseInstant(strings.TrimSpace(r.xRetryAfter), now, skew); ok {
 			s.RetryAfter, s.HasRetryAfter, s.RetryAfterSlack = max(t.Sub(now), 0), true, slack
 		}
-	}
-	if !s.HasRetryAfter {
-		s.RetryAfterSlack = 0
 	}
 	if age, ok := parseDecimal(strings.TrimSpace(r.age)); ok && age > 0 {
 		s.Cached = true
@@ -627,7 +626,7 @@ func millis(v string) (time.Duration, bool) {
 	switch {
 	case ok && f/1000 <= maxSeconds:
 		return time.Duration(f * float64(time.Millisecond)), true
-	case ok || isDecimal(v):
+	case isDecimal(v):
 		return math.MaxInt64, true
 	}
 	return 0, false

@@ -421,8 +421,8 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		(code == http.StatusForbidden && spent) // GitHub's primary limit
 	var f failure
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
-	if (s.HasQuota || throttled && f.retryAfter > 0) && c.ks == nil {
-		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, true) // the server said something to keep
+	if s.HasQuota || throttled && f.retryAfter > 0 {
+		c.need() // the server said something to keep
 	}
 	if ks := c.state(); ks != nil {
 		o := outcomeOK
@@ -470,8 +470,8 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 	}
 	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
 		stated = q.sync(now, s.Quota)
-		if until := q.spentUntil(); until.After(now) && (s.Bucket == "" || s.Global) {
-			c.pauseFleet(ks, until, now) // spent until its reset: for the whole fleet
+		if c.t.cfg.fleet != nil && (s.Bucket == "" || s.Global) {
+			c.pauseFleet(ks, q.spentUntil(), now) // spent until its reset: for the whole fleet
 		}
 	}
 	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
@@ -570,6 +570,9 @@ func (c *call) refuse(d time.Duration, now time.Time, server bool) error {
 
 // waiting reports a wait that admit is about to make.
 func (c *call) waiting(d time.Duration, server bool) {
+	if c.t.cfg.hooks.OnWait == nil && c.t.cfg.logger == nil {
+		return // no one to tell: no Event (reading the budget may take a lock)
+	}
 	e := c.event(nil, nil)
 	e.Delay, e.Server = d, server
 	c.t.waited(e)

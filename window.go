@@ -48,10 +48,12 @@ func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
 		left -= w.entries[drop].count
 		drop++
 	}
-	w.entries, w.total = w.entries[drop:], left
-	if len(w.entries) == 0 {
-		w.entries = w.entries[:0:0] // let the dropped ones go
+	if drop > 0 {
+		// Move the entries left to the front: the array is reused, not
+		// outgrown by appends at its end (the entries hold no pointers).
+		w.entries = w.entries[:copy(w.entries, w.entries[drop:])]
 	}
+	w.total = left
 	if k := len(w.entries) - 1; k >= 0 && t-w.entries[k].first < p/windowSlices {
 		w.entries[k].at = t
 		w.entries[k].count++

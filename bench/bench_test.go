@@ -27,10 +27,24 @@ func TestSmoke(t *testing.T) {
 	assert.InDelta(t, 1, r.AttemptsPerCall, 0.05, "the oracle never retries")
 	assert.GreaterOrEqual(t, r.Calls, 85)
 	assert.LessOrEqual(t, r.Failed, 3)
-	assert.Greater(t, r.P50, time.Duration(0))
-	assert.LessOrEqual(t, r.P50, r.P99)
+	assert.Less(t, r.P99, 500*time.Millisecond, "the oracle waits for its turn, never for a Retry-After")
 	// 4 workers sharing 100/s wait about 40ms each.
 	assert.InDelta(t, 40*time.Millisecond, r.P50, float64(20*time.Millisecond))
+}
+
+// percentile is the nearest rank: the smallest sample with at least q of
+// them at or below it.
+func TestPercentile(t *testing.T) {
+	var samples []time.Duration
+	for i := 1; i <= 200; i++ {
+		samples = append(samples, time.Duration(i))
+	}
+	assert.Equal(t, time.Duration(100), percentile(samples, 0.5))
+	assert.Equal(t, time.Duration(198), percentile(samples, 0.99))
+	assert.Equal(t, time.Duration(1), percentile(samples, 0))
+	assert.Equal(t, time.Duration(200), percentile(samples, 1))
+	assert.Equal(t, time.Duration(7), percentile([]time.Duration{7}, 0.99))
+	assert.Zero(t, percentile(nil, 0.5))
 }
 
 func TestProfile(t *testing.T) {

@@ -54,7 +54,7 @@ var _ polite.Budget = (*Budget)(nil)
 // process that names the same budget on the same Redis and namespace
 // shares it; they should agree on its capacity.
 func (f *Fleet) RetryBudget(name string, capacity int) *Budget {
-	b := &Budget{f: f, keys: []string{f.ns + ":v1:{" + escapeTag("budget:"+name) + "}:b"}, capacity: max(capacity, 0)}
+	b := &Budget{f: f, keys: []string{f.prefix("budget:"+name) + "b"}, capacity: max(capacity, 0)}
 	b.known.Store(int64(b.capacity))
 	return b
 }
@@ -181,7 +181,7 @@ func (b *Budget) fallback() *polite.RetryBudget {
 	if local := b.local.Load(); local != nil {
 		return local
 	}
-	share := b.capacity / max(b.f.Size(), 1)
+	share := b.capacity / b.f.Size()
 	local := polite.NewRetryBudget(share)
 	if b.capacity > 0 {
 		held := int(b.known.Load()) * share / b.capacity

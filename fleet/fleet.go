@@ -237,17 +237,13 @@ func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) 
 	if k := f.leaseSize(r); k > 1 {
 		return f.reserveLeased(ctx, key, r, k)
 	}
-	return f.reserve(ctx, key, r, 1)
-}
-
-// reserve books k sends for key in one script call.
-func (f *Fleet) reserve(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, error) {
-	g, _, err := f.reserveInterval(ctx, key, r, k)
+	g, _, err := f.reserveInterval(ctx, key, r, 1)
 	return g, err
 }
 
-// reserveInterval is reserve that also returns the interval the sends
-// were booked at: r's rate, or the shared controller's if lower.
+// reserveInterval books k sends for key in one script call, and returns
+// the interval they were booked at: r's rate, or the shared controller's
+// if lower.
 func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, time.Duration, error) {
 	ei, burst := interval(r.PerSecond, r.Burst)
 	n, per := 0, int64(0)
@@ -285,7 +281,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 // generation gen is a congestion event of key's shared controller, unless
 // one came since.
 func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
-	_, err := f.run(ctx, congestScript, f.keys(key)[:1], gen, grace.Microseconds())
+	_, err := f.run(ctx, congestScript, f.stateKey(key), gen, grace.Microseconds())
 	return err
 }
 
@@ -297,7 +293,7 @@ func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite
 	}
 	f.dropLease(key)
 	ei, burst := interval(r.PerSecond, r.Burst)
-	_, err := f.run(ctx, pauseScript, f.keys(key)[:1], max(d.Microseconds(), 1), ei, burst, grace.Microseconds(), f.channel(key))
+	_, err := f.run(ctx, pauseScript, f.stateKey(key), max(d.Microseconds(), 1), ei, burst, grace.Microseconds(), f.channel(key))
 	return err
 }
 
@@ -337,14 +333,19 @@ func (f *Fleet) keys(key string) []string {
 
 // prefix returns what the Redis keys and the channel of key start with.
 func (f *Fleet) prefix(key string) string {
-	return f.ns + ":v1:{" + escapeTag(key) + "}:"
+	return f.ns + ":v1:{" + tagEscaper.Replace(key) + "}:"
 }
 
-// escapeTag returns s with its braces (and percent signs) escaped, to
-// stand in a Redis hash tag.
-func escapeTag(s string) string {
-	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(s)
-}
+// tagEscaper escapes braces (and percent signs) in a key, to stand in a
+// Redis hash tag; tagUnescaper undoes it. Built once: a Replacer builds
+// its tables at its first use.
+var (
+	tagEscaper   = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+	tagUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
+)
+
+// stateKey returns the Redis key of key's state (keys(key)[0]) alone.
+func (f *Fleet) stateKey(key string) []string { return []string{f.prefix(key) + "s"} }
 
 // run calls script under the fleet's deadline and breaker, and returns
 // its reply as integers.

@@ -240,6 +240,7 @@ func TestFailOpenWhenRedisRestarts(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, fleet.ErrUnavailable), err)
 	assert.Less(t, time.Since(start), fleet.DefaultTimeout+30*time.Millisecond)
+	require.False(t, f.Available(), "the breaker is open")
 	srv.restart(t)
 	back := time.Now()
 	for !f.Available() {
@@ -365,9 +366,6 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	assert.InDelta(t, (time.Second / 297).Seconds(), g3.Wait.Seconds(), 0.002)
 }
 
-// Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
-// within the timeout and the fleet paces locally meanwhile; when Redis
-// answers again, a probe finds it.
 // The shared controller's probe: 4 seconds after the last event it
 // doubles every second up to 1.1·W, stays there for a second, then doubles
 // every second again.
@@ -397,6 +395,9 @@ func TestSharedControllerProbesInSteps(t *testing.T) {
 	}
 }
 
+// Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
+// within the timeout and the fleet paces locally meanwhile; when Redis
+// answers again, a probe finds it.
 func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	srv := startRedis(t, "--enable-debug-command", "yes")
 	rdb := newClient(t, srv.addr)
@@ -411,6 +412,7 @@ func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	_, err := f.Reserve(ctx, "a", r)
 	assert.ErrorIs(t, err, fleet.ErrUnavailable)
 	assert.Less(t, time.Since(start), fleet.DefaultTimeout+30*time.Millisecond)
+	require.False(t, f.Available(), "the breaker is open")
 	require.NoError(t, <-slept)
 	back := time.Now()
 	for !f.Available() {

@@ -61,7 +61,7 @@ func (f *Fleet) leaseSize(r polite.FleetRequest) int {
 	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || math.IsInf(r.PerSecond, 1) {
 		return 1
 	}
-	members := max(f.Size(), 1)
+	members := f.Size()
 	whole := r.PerSecond * f.lease.Seconds()
 	k := max(math.Round(whole/float64(members)), min(minLeaseSends, math.Round(whole)))
 	return int(max(min(k, maxLeaseSends), 1)) // a huge rate makes no huge lease

@@ -68,7 +68,6 @@ if adaptive == 1 then
     end
   end
   if not st[4] then redis.call('HSET', KEYS[1], 'ev', f(now)) end
-  redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000))
   local W = tonumber(st[3])
   if W then
     local rate = 0.99 * W
@@ -126,6 +125,7 @@ end
 local paused = pause - now
 if paused < 0 then paused = 0 end
 if maxwait >= 0 and slot - now > maxwait then
+  if adaptive == 1 then redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000)) end
   return {0, slot - now, paused, members, gen, ei}
 end
 
@@ -143,10 +143,7 @@ if n > 0 then
   redis.call('PEXPIRE', KEYS[2], math.ceil((slot - now + per) / 1000) + 1000)
   if slot > keep then keep = slot end
 end
-if ei > 0 or n > 0 or pause > 0 then
-  redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
-end
-if adaptive == 1 then
+if ei > 0 or n > 0 or pause > 0 or adaptive == 1 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
 end
 return {1, slot - now, paused, members, gen, ei}
@@ -206,7 +203,7 @@ var congestScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
-local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl')
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp')
 local gen = tonumber(st[4]) or 0
 if tonumber(ARGV[1]) ~= gen then return {0, gen} end
 local ev = tonumber(st[2]) or now
@@ -217,7 +214,7 @@ if prev and acc == 0 then
   -- at the new rate (a spent window, a limiter that counts refusals).
   -- That is no new measure: the rate halves, until a success, once per
   -- generation (the sends booked before the halving do not halve again).
-  local sp = (tonumber(redis.call('HGET', KEYS[1], 'sp')) or 0) + 1
+  local sp = (tonumber(st[7]) or 0) + 1
   if sp > 16 then sp = 16 end
   redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 1, 'cv', string.format('%.0f', now))
   redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))

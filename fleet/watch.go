@@ -99,7 +99,7 @@ func (f *Fleet) keyOf(channel string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%").Replace(tag), true
+	return tagUnescaper.Replace(tag), true
 }
 
 // Paused implements [polite.Fleet]: how long key stays paused, as this

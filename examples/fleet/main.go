@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 )
 
 const (
@@ -136,25 +136,12 @@ func run(url, addr string, n int, d time.Duration, shared bool) ([][2]int64, tim
 
 // server is a token bucket of limit a second holding burst, full at
 // first, that answers 429 with Retry-After when it is empty.
-type server struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-}
+type server struct{ bucket *rate.Limiter }
 
-func newServer() *server { return &server{tokens: burst, last: time.Now()} }
+func newServer() *server { return &server{bucket: rate.NewLimiter(limit, burst)} }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	now := time.Now()
-	s.tokens = math.Min(burst, s.tokens+now.Sub(s.last).Seconds()*limit)
-	s.last = now
-	ok := s.tokens >= 1
-	if ok {
-		s.tokens--
-	}
-	s.mu.Unlock()
-	if !ok {
+	if !s.bucket.Allow() {
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusTooManyRequests)
 	}

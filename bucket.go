@@ -353,7 +353,7 @@ func (c *call) admitOn(ks *keyState) error {
 	if err := c.refuseWait(pause, turn, now); err != nil {
 		return err
 	}
-	c.waiting(max(pause, turn), pause >= turn)
+	c.waiting(max(pause, turn), pauseCause(pause, turn))
 	return c.waitTurn(ks)
 }
 
@@ -372,13 +372,13 @@ func (c *call) admitQuota() error {
 		now := time.Now()
 		wait, spent, took := q.reserve(now, c.share(ks), c.t.cfg.fleet != nil)
 		if spent {
-			if err := c.waitFor(wait, now, true, func() {}); err != nil {
+			if err := c.waitFor(wait, now, WaitQuota, true, func() {}); err != nil {
 				return err
 			}
 			continue // renewed: take a place now
 		}
 		if wait > 0 {
-			if err := c.waitFor(wait, now, false, func() { q.release(took) }); err != nil {
+			if err := c.waitFor(wait, now, WaitQuota, false, func() { q.release(took) }); err != nil {
 				return err
 			}
 		}
@@ -389,14 +389,14 @@ func (c *call) admitQuota() error {
 
 // waitFor waits wait, from now, for a place the call has taken (giveBack
 // returns it): it refuses at once a wait that cannot end in time, and gives
-// the place back if it refuses or the caller gives up. server reports a
-// wait the server asked for.
-func (c *call) waitFor(wait time.Duration, now time.Time, server bool, giveBack func()) error {
+// the place back if it refuses or the caller gives up. cause is what the
+// call waits for; server reports a wait the server asked for.
+func (c *call) waitFor(wait time.Duration, now time.Time, cause WaitCause, server bool, giveBack func()) error {
 	if err := c.refuse(wait, now, server); err != nil {
 		giveBack()
 		return err
 	}
-	c.waiting(wait, server)
+	c.waitingFor(wait, cause, server)
 	if err := sleep(c.ctx, wait); err != nil {
 		giveBack()
 		return err

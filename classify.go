@@ -22,20 +22,47 @@ func (c *call) replayable() bool {
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false
 	}
-	if c.t.cfg.retryUnsafe {
-		return true
-	}
+	return c.t.cfg.retryUnsafe || Idempotent(req)
+}
+
+// Idempotent reports whether req may be sent more than once by its
+// method or headers, as polite decides before it retries: its method is
+// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110 §9.2.2),
+// or it carries an Idempotency-Key or X-Idempotency-Key header (present,
+// even empty, as net/http counts a key present with a nil value). It does
+// not look at the body.
+func Idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
 		http.MethodPut, http.MethodDelete:
 		return true
 	}
-	// As net/http, a key present with a nil value counts.
 	_, ok := req.Header["Idempotency-Key"]
 	if !ok {
 		_, ok = req.Header["X-Idempotency-Key"]
 	}
 	return ok
+}
+
+// Retryable reports whether a failed attempt is worth sending again by
+// polite's rules: a response with status 408, 429, 500, 502, 503 or 504
+// (never 501), or, when resp is nil, a transport error that may pass
+// (connection refused or reset, EOF, timeouts, temporary DNS failures; never
+// TLS or certificate errors, context.Canceled, or an error polite does not
+// know). It judges the failure only: whether the request's context is done
+// (a deadline exceeded looks like any timeout), and whether the request
+// may be sent again (its method, its body), are the caller's to check.
+// Code that retries on its own, such as a go-retryablehttp CheckRetry,
+// uses it to retry what polite would.
+func Retryable(resp *http.Response, err error) bool {
+	if resp != nil {
+		return retryableStatus(resp.StatusCode)
+	}
+	if err == nil {
+		return false
+	}
+	retry, _ := retryableError(err)
+	return retry
 }
 
 // retryableStatus reports whether a response status is worth retrying.

@@ -29,15 +29,100 @@ type Hooks struct {
 	// because the retry budget is empty. Budget is what the budget holds.
 	OnBudgetExhausted func(Event)
 
-	// OnWait is called before a request waits for permission to be sent:
-	// Delay is the wait; Server reports whether it is a pause the server
-	// asked for rather than local pacing.
+	// OnWait is called before a request waits: Delay is the wait, Wait
+	// what it waits for, and Server reports whether it is a pause the
+	// server asked for rather than local pacing. A wait for a place under
+	// [WithMaxInFlight] has no length known in advance: it is reported
+	// once the place is granted, with Delay the time waited.
 	OnWait func(Event)
 
-	// OnRefused is called when a wait is refused because it would end
-	// after the context deadline or exceed the WithMaxRetryAfter cap. Err
-	// is the [*ThrottledError] that the call returns.
+	// OnRefused is called when polite refuses a call without sending it:
+	// a wait that would end after the context deadline or exceed the
+	// WithMaxRetryAfter cap (Err is the [*ThrottledError] that the call
+	// returns), or a host off limits under [WithCrawlDelay] (Err is the
+	// [*RobotsError]).
 	OnRefused func(Event)
+
+	// OnAttempt is called when an attempt has been answered: StatusCode is
+	// the response's status, or Err the transport error; Attempt is 1 for
+	// the first attempt of a call and more for its retries. Budget is not
+	// set.
+	OnAttempt func(Event)
+
+	// OnNew is called once by [New], with the Transport it made, before
+	// New returns: a set of hooks that also reads the Transport's state
+	// from time to time (its [Transport.Keys] and [Transport.RetryBudget],
+	// as an exporter of metrics does) learns of it there.
+	OnNew func(*Transport)
+}
+
+// join returns hooks that call h's hooks and then o's.
+func (h Hooks) join(o Hooks) Hooks {
+	return Hooks{
+		OnRetry:           both(h.OnRetry, o.OnRetry),
+		OnThrottled:       both(h.OnThrottled, o.OnThrottled),
+		OnBudgetExhausted: both(h.OnBudgetExhausted, o.OnBudgetExhausted),
+		OnWait:            both(h.OnWait, o.OnWait),
+		OnRefused:         both(h.OnRefused, o.OnRefused),
+		OnAttempt:         both(h.OnAttempt, o.OnAttempt),
+		OnNew:             both(h.OnNew, o.OnNew),
+	}
+}
+
+// both returns a function that calls f and then g, either of which may be
+// nil.
+func both[T any](f, g func(T)) func(T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(v T) { f(v); g(v) }
+}
+
+// A WaitCause says what a request waits for (see [Hooks.OnWait]).
+type WaitCause uint8
+
+// The causes of a wait.
+const (
+	// WaitRate is pacing: the key's token bucket, set by [WithRate] or
+	// its controller, the [WithGlobalRate] bucket, a [WithWindow], or the
+	// fleet's booking of a send.
+	WaitRate WaitCause = iota + 1
+	// WaitPause is a pause the server asked for with Retry-After.
+	WaitPause
+	// WaitQuota is the quota the server reports: spread evenly over what is
+	// left of its window, or spent until its reset.
+	WaitQuota
+	// WaitSlot is a place among the requests in flight that
+	// [WithMaxInFlight] allows.
+	WaitSlot
+	// WaitCrawlDelay is the spacing that a host's robots.txt asks for
+	// ([WithCrawlDelay]).
+	WaitCrawlDelay
+	// WaitBackoff is the delay before a retry.
+	WaitBackoff
+)
+
+// String returns the cause's name, as the metrics of package politeotel
+// name it: "rate", "pause", "quota", "slot", "crawl_delay" or "backoff".
+func (w WaitCause) String() string {
+	switch w {
+	case WaitRate:
+		return "rate"
+	case WaitPause:
+		return "pause"
+	case WaitQuota:
+		return "quota"
+	case WaitSlot:
+		return "slot"
+	case WaitCrawlDelay:
+		return "crawl_delay"
+	case WaitBackoff:
+		return "backoff"
+	}
+	return "WaitCause(" + strconv.Itoa(int(w)) + ")"
 }
 
 // An Event describes something a [Transport] did for one call. Each hook
@@ -61,6 +146,8 @@ type Event struct {
 	Budget int
 	// Server reports whether a wait was asked for by the server.
 	Server bool
+	// Wait is what a wait is for; 0 in events that are not waits.
+	Wait WaitCause
 }
 
 // Reason returns a short description of why the event happened: "status
@@ -102,7 +189,8 @@ func (t *Transport) waited(e Event) {
 	if h := t.cfg.hooks.OnWait; h != nil {
 		h(e)
 	}
-	t.log(e, slog.LevelDebug, "polite: waiting", slog.Duration("delay", e.Delay), slog.Bool("server", e.Server))
+	t.log(e, slog.LevelDebug, "polite: waiting", slog.Duration("delay", e.Delay), slog.Bool("server", e.Server),
+		slog.String("for", e.Wait.String()))
 }
 
 func (t *Transport) refused(e Event, err *ThrottledError) {
@@ -110,6 +198,13 @@ func (t *Transport) refused(e Event, err *ThrottledError) {
 		h(e)
 	}
 	t.log(e, slog.LevelWarn, "polite: wait refused", slog.Duration("wait", err.Wait), slog.Duration("allowed", err.Allowed))
+}
+
+func (t *Transport) offLimits(e Event) {
+	if h := t.cfg.hooks.OnRefused; h != nil {
+		h(e)
+	}
+	t.log(e, slog.LevelWarn, "polite: host off limits, robots.txt unreachable")
 }
 
 // log writes one record about e, if a logger is set and takes level.

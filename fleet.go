@@ -273,12 +273,16 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 		if err := c.refuse(g.Wait, now, server); err != nil {
 			return false, err
 		}
-		return false, &ThrottledError{Key: c.key, Wait: g.Wait, Allowed: max(r.MaxWait, 0), Server: server}
+		err := &ThrottledError{Key: c.key, Wait: g.Wait, Allowed: max(r.MaxWait, 0), Server: server}
+		e := c.event(nil, err)
+		e.Delay, e.Server = g.Wait, server
+		c.t.refused(e, err)
+		return false, err
 	}
 	if g.Wait <= 0 {
 		return false, nil
 	}
-	c.waiting(g.Wait, server)
+	c.waiting(g.Wait, pauseCause(g.Paused, g.Wait))
 	if err := sleep(c.ctx, g.Wait); err != nil {
 		return false, err
 	}
@@ -292,7 +296,7 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	if paused <= 0 {
 		return false, nil
 	}
-	if err := c.waitFor(paused, now, true, func() {}); err != nil {
+	if err := c.waitFor(paused, now, WaitPause, true, func() {}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -336,7 +340,7 @@ func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
 	if wait <= 0 {
 		return nil
 	}
-	c.waiting(wait, pause >= wait)
+	c.waiting(wait, pauseCause(pause, wait))
 	if err := sleep(c.ctx, wait); err != nil {
 		cancel()
 		return err

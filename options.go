@@ -299,13 +299,17 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
-// WithHooks sets functions that the Transport calls on its events. Hooks
+// WithHooks adds functions that the Transport calls on its events. Hooks
 // run synchronously on the goroutine of the call, with no lock held; they
-// must be safe for concurrent use and should return quickly.
+// must be safe for concurrent use and should return quickly. Unlike other
+// options, WithHooks adds to what earlier ones set: each event calls the
+// hooks of every WithHooks, in the order of the options, so that hooks of
+// a caller's own and those of a package (such as politeotel's metrics)
+// both run.
 //
 // Default: no hooks. Nil fields of h are skipped.
 func WithHooks(h Hooks) Option {
-	return func(c *config) { c.hooks = h }
+	return func(c *config) { c.hooks = c.hooks.join(h) }
 }
 
 // hostKey is the default key: the URL's host, lower-cased. It allocates only

@@ -124,8 +124,9 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // Pitfall 9: failsafe-go cancels the context it made for an attempt before
-// the caller reads the body. polite makes no contexts: every attempt
-// carries the caller's, and the body is readable after RoundTrip returns.
+// the caller reads the body. polite makes no cancellable contexts: every
+// attempt carries the caller's (a retry's adds its resend count to it), and
+// the body is readable after RoundTrip returns.
 func TestPitfall09BodyReadableAfterReturn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(503), status(504), reply{status: 200, body: "the answer"})
@@ -133,8 +134,11 @@ func TestPitfall09BodyReadableAfterReturn(t *testing.T) {
 		defer cancel()
 		resp, err := get(t, ctx, polite.New(next), "http://a.test/")
 		require.NoError(t, err)
+		require.Len(t, next.reqs, 3)
+		assert.Equal(t, ctx, next.reqs[0].Context(), "the first attempt carries the caller's context")
 		for i, r := range next.reqs {
-			assert.Equal(t, ctx, r.Context(), "attempt %d carries the caller's context", i+1)
+			assert.Equal(t, ctx.Done(), r.Context().Done(), "attempt %d is done when the caller's context is, not before", i+1)
+			assert.Equal(t, i, polite.ResendCount(r.Context()), "attempt %d's resend count", i+1)
 		}
 		assert.NoError(t, ctx.Err())
 		assert.Equal(t, "the answer", readBody(t, resp))

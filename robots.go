@@ -67,6 +67,7 @@ func (c *call) admitRobots() error {
 			err := e.err
 			e.mu.Unlock()
 			if err != nil {
+				c.t.offLimits(c.event(nil, err))
 				return err
 			}
 			return nil
@@ -123,7 +124,7 @@ func (c *call) spaceRobots() error {
 	if wait <= 0 {
 		return nil
 	}
-	return c.waitFor(wait, now, false, func() {
+	return c.waitFor(wait, now, WaitCrawlDelay, false, func() {
 		e.mu.Lock()
 		if e.next == slot+int64(gap) { // no one came after: the slot is free again
 			e.next = slot

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // A slot is the right of one request to be out to a key's server, under
@@ -42,9 +43,16 @@ func (c *call) acquireSlot() error {
 	w := &slotWaiter{wake: make(chan struct{}, 1)}
 	e := x.slotQueue.PushBack(w)
 	ks.mu.Unlock()
+	var start time.Time
+	if c.t.listening() {
+		start = time.Now()
+	}
 	select {
 	case <-w.wake:
 		c.slot = ks
+		if !start.IsZero() { // a slot's wait has no known length: told once over
+			c.waitingFor(time.Since(start), WaitSlot, false)
+		}
 		return nil
 	case <-c.ctx.Done():
 		ks.mu.Lock()

@@ -245,6 +245,9 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 		t.robots = new(table[robotsEntry])
 		t.robots.init(cfg.idle, func(time.Time) *robotsEntry { return new(robotsEntry) }, (*robotsEntry).busy)
 	}
+	if h := cfg.hooks.OnNew; h != nil {
+		h(t)
+	}
 	return t
 }
 
@@ -255,6 +258,20 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req)}
 	return c.run()
+}
+
+// resendKey is the context key of a retry's request: its value is how many
+// times the request was sent before.
+type resendKey struct{}
+
+// ResendCount returns how many times polite had sent a request before the
+// attempt whose context ctx is: 0 for a first attempt, n for the n-th
+// retry. It is the OpenTelemetry attribute http.request.resend_count of
+// the attempt, for a RoundTripper under polite (such as otelhttp's) to
+// read. It returns 0 for a context polite did not make.
+func ResendCount(ctx context.Context) int {
+	n, _ := ctx.Value(resendKey{}).(int)
+	return n
 }
 
 // state returns the state of the call's key, or nil if the key needs none
@@ -312,6 +329,7 @@ type failure struct {
 	timeout       bool          // a transport timeout: the retry costs more
 	retryAfter    time.Duration // the server's Retry-After, if hasRetryAfter
 	hasRetryAfter bool
+	untilReset    bool // retryAfter is the time until a spent quota's reset, not a Retry-After
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -340,6 +358,13 @@ func (c *call) run() (*http.Response, error) {
 			resp = nil
 		case err == nil && resp == nil:
 			err = errNilResponse
+		}
+		if h := t.cfg.hooks.OnAttempt; h != nil {
+			e := Event{Request: c.req, Key: c.key, Attempt: c.attempt, Err: err}
+			if resp != nil {
+				e.StatusCode = resp.StatusCode
+			}
+			h(e) // no Budget: reading it may take a lock, on every attempt
 		}
 		now := time.Now()
 		f, failed := c.judge(resp, err, now)
@@ -383,12 +408,20 @@ func (c *call) run() (*http.Response, error) {
 		if resp != nil {
 			discard(resp)
 		}
+		switch {
+		case f.retryAfter < delay:
+			c.waitingFor(delay, WaitBackoff, false)
+		case f.untilReset:
+			c.waitingFor(delay, WaitQuota, true)
+		default:
+			c.waitingFor(delay, WaitPause, true)
+		}
 		if err := sleep(c.ctx, delay); err != nil {
 			closeBody(body)
 			t.budget.Refund(c.held)
 			return nil, err
 		}
-		send = c.req.Clone(c.ctx)
+		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.attempt))
 		send.Body = body
 	}
 }
@@ -421,6 +454,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		(code == http.StatusForbidden && spent) // GitHub's primary limit
 	var f failure
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
+	f.untilReset = f.hasRetryAfter && !s.HasRetryAfter
 	if s.HasQuota || throttled && f.retryAfter > 0 {
 		c.need() // the server said something to keep
 	}
@@ -568,14 +602,35 @@ func (c *call) refuse(d time.Duration, now time.Time, server bool) error {
 	return err
 }
 
-// waiting reports a wait that admit is about to make.
-func (c *call) waiting(d time.Duration, server bool) {
-	if c.t.cfg.hooks.OnWait == nil && c.t.cfg.logger == nil {
-		return // no one to tell: no Event (reading the budget may take a lock)
+// waiting reports a wait of d that the call is about to make, for a
+// server pause or for pacing.
+func (c *call) waiting(d time.Duration, cause WaitCause) {
+	c.waitingFor(d, cause, cause == WaitPause)
+}
+
+// waitingFor reports a wait of d that the call is about to make, for
+// cause; server reports that the server asked for it.
+func (c *call) waitingFor(d time.Duration, cause WaitCause, server bool) {
+	if d <= 0 || !c.t.listening() {
+		return // nothing to tell, or no one to tell it: no Event (reading the budget may take a lock)
 	}
 	e := c.event(nil, nil)
-	e.Delay, e.Server = d, server
+	e.Delay, e.Server, e.Wait = d, server, cause
 	c.t.waited(e)
+}
+
+// listening reports whether anyone hears of the Transport's waits.
+func (t *Transport) listening() bool {
+	return t.cfg.hooks.OnWait != nil || t.cfg.logger != nil
+}
+
+// pauseCause returns the cause of a wait made of a server pause and a
+// turn for a token, which run at the same time: the longer of the two.
+func pauseCause(pause, turn time.Duration) WaitCause {
+	if pause > 0 && pause >= turn {
+		return WaitPause
+	}
+	return WaitRate
 }
 
 // event returns an Event about the current attempt.

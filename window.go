@@ -93,7 +93,7 @@ func (c *call) admitWindow(ks *keyState) error {
 	if wait <= 0 {
 		return nil
 	}
-	return c.waitFor(wait, now, false, func() {
+	return c.waitFor(wait, now, WaitRate, false, func() {
 		ks.mu.Lock()
 		x.window.cancel(at)
 		ks.mu.Unlock()

@@ -144,7 +144,7 @@ func (b *Budget) Capacity() int { return b.capacity }
 func (b *Budget) call(ctx context.Context, cost int) (bool, error) {
 	refund := b.pending.Swap(0)
 	b.lastFlush.Store(time.Now().UnixNano())
-	v, err := b.f.run(ctx, budgetScript, b.keys, b.capacity, refund, cost, budgetIdle.Milliseconds())
+	v, err := b.f.run(ctx, "budget", budgetScript, b.keys, b.capacity, refund, cost, budgetIdle.Milliseconds())
 	if err == nil && len(v) != 2 {
 		err = b.f.failed(fmt.Errorf("%w: budget replied %d values", ErrUnavailable, len(v)))
 	}

@@ -100,6 +100,17 @@ const (
 // cause.
 var ErrUnavailable = errors.New("fleet: redis unavailable")
 
+// The causes of [ErrUnavailable] that are not Redis's own errors: an error
+// that matches either also matches ErrUnavailable.
+var (
+	// ErrBreakerOpen reports that no call was made: calls failed lately,
+	// and the fleet waits before it tries Redis again.
+	ErrBreakerOpen = errors.New("breaker open")
+	// ErrTimeout reports that Redis did not answer within the timeout
+	// ([WithTimeout]).
+	ErrTimeout = errors.New("no answer within the timeout")
+)
+
 // Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use. From
 // its first booking it listens to the pauses other processes publish, on
 // a goroutine and a connection of its own, until [Fleet.Close]; closing
@@ -125,6 +136,8 @@ type Fleet struct {
 	watcher   watcher // the pauses other processes publish
 
 	flushes sync.WaitGroup // the retry budgets' flushes out
+
+	observers atomic.Pointer[Observer] // what Observe added, joined; nil if none
 
 	mu      sync.Mutex
 	closed  bool      // Close was called: no flush starts
@@ -258,7 +271,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 	if r.Adaptive {
 		adaptive = 1
 	}
-	v, err := f.run(ctx, reserveScript, f.keys(key),
+	v, err := f.run(ctx, "reserve", reserveScript, f.keys(key),
 		ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k,
 		adaptive, max(r.Accepted, 0))
 	if err != nil {
@@ -281,7 +294,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 // generation gen is a congestion event of key's shared controller, unless
 // one came since.
 func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
-	_, err := f.run(ctx, congestScript, f.stateKey(key), gen, grace.Microseconds())
+	_, err := f.run(ctx, "congest", congestScript, f.stateKey(key), gen, grace.Microseconds())
 	return err
 }
 
@@ -293,7 +306,7 @@ func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite
 	}
 	f.dropLease(key)
 	ei, burst := interval(r.PerSecond, r.Burst)
-	_, err := f.run(ctx, pauseScript, f.stateKey(key), max(d.Microseconds(), 1), ei, burst, grace.Microseconds(), f.channel(key))
+	_, err := f.run(ctx, "pause", pauseScript, f.stateKey(key), max(d.Microseconds(), 1), ei, burst, grace.Microseconds(), f.channel(key))
 	return err
 }
 
@@ -347,17 +360,85 @@ var (
 // stateKey returns the Redis key of key's state (keys(key)[0]) alone.
 func (f *Fleet) stateKey(key string) []string { return []string{f.prefix(key) + "s"} }
 
-// run calls script under the fleet's deadline and breaker, and returns
-// its reply as integers.
-func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+// An Observer hears of a Fleet's calls to Redis (see [Fleet.Observe]).
+// Its functions run on the goroutine of the request that made the call,
+// with no lock held; nil ones are skipped. Op names the call: "reserve"
+// (a booking, or a lease of bookings), "congest" (a throttle told to the
+// shared controller), "pause" (a pause told to the fleet) or "budget" (the
+// retry budget's take and refunds).
+type Observer struct {
+	// OnCall is called when a call to Redis has been answered or has
+	// failed: d is the time from sending it to its answer (or to the
+	// timeout), err nil or the error, which matches [ErrUnavailable].
+	OnCall func(op string, d time.Duration, err error)
+	// OnFallback is called when Redis could not be asked (it failed, did
+	// not answer in time, or the breaker is open), so that the process
+	// goes on alone: a booking's request is paced locally, a retry takes
+	// from the process's share of the budget, a throttle or a pause is not
+	// told to the fleet. err says why, and matches [ErrUnavailable].
+	OnFallback func(op string, err error)
+}
+
+// Observe adds o to what hears of the fleet's calls to Redis. It may be
+// called at any time, from any goroutine; observers are never removed.
+func (f *Fleet) Observe(o Observer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	joined := o
+	if was := f.observers.Load(); was != nil {
+		joined = Observer{OnCall: bothCall(was.OnCall, o.OnCall), OnFallback: bothFallback(was.OnFallback, o.OnFallback)}
+	}
+	f.observers.Store(&joined)
+}
+
+func bothCall(a, b func(string, time.Duration, error)) func(string, time.Duration, error) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(op string, d time.Duration, err error) { a(op, d, err); b(op, d, err) }
+}
+
+func bothFallback(a, b func(string, error)) func(string, error) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(op string, err error) { a(op, err); b(op, err) }
+}
+
+// run calls script (named op for observers) under the fleet's deadline and
+// breaker, and returns its reply as integers.
+func (f *Fleet) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	v, err := f.call(ctx, op, script, keys, args...)
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		if o := f.observers.Load(); o != nil && o.OnFallback != nil {
+			o.OnFallback(op, err)
+		}
+	}
+	return v, err
+}
+
+// call is run without telling observers of a fallback.
+func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
 	ok, probe := f.allow(time.Now())
 	if !ok {
-		return nil, ErrUnavailable
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
 	}
 	select {
 	case f.inflight <- struct{}{}:
 	default:
 		return nil, f.failed(fmt.Errorf("%w: %d calls outstanding", ErrUnavailable, maxInFlight))
+	}
+	start := time.Now()
+	observed := func(err error) {
+		if o := f.observers.Load(); o != nil && o.OnCall != nil {
+			o.OnCall(op, time.Since(start), err)
+		}
 	}
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.timeout)
 	defer cancel() // after the select: its Done is the deadline, not the end of the call
@@ -374,14 +455,19 @@ func (f *Fleet) run(ctx context.Context, script *redis.Script, keys []string, ar
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, f.failed(fmt.Errorf("%w: %w", ErrUnavailable, r.err))
+			err := f.failed(fmt.Errorf("%w: %w", ErrUnavailable, r.err))
+			observed(err)
+			return nil, err
 		}
 		f.succeeded()
+		observed(nil)
 		return r.v, nil
 	case <-callCtx.Done():
 		// The deadline, which the client may not have honoured: the call
 		// goes on apart, and is abandoned.
-		return nil, f.failed(fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.timeout))
+		err := f.failed(fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout))
+		observed(err)
+		return nil, err
 	case <-ctx.Done():
 		// The caller gave up: Redis is not to blame. A probe gives its
 		// turn to the next call.

@@ -549,7 +549,15 @@ func TestFleetLearnsTheLimitTogether(t *testing.T) {
 			share := float64(ok) / (limit * 10)
 			t.Logf("L=%v learned, 4 processes, from the 5th second: %.3f of L, %d refused of %d; accepted per second %v, refused %v",
 				limit, share, refused, ok+refused, srv.perSecond(), srv.bySecond(true))
-			assert.GreaterOrEqual(t, share, 0.9)
+			floor := 0.9
+			if raceDetector && limit > 100 {
+				// 4 race-detecting processes of 4 workers on 2 cores fall
+				// short of 2,000 requests a second (0.82–0.97 of L seen,
+				// with as few refusals): the floor holds without -race, as
+				// CI runs these tests again.
+				floor = 0.75
+			}
+			assert.GreaterOrEqual(t, share, floor)
 			assert.LessOrEqual(t, float64(refused), 0.02*float64(ok+refused))
 			assert.Zero(t, rep.Errors, rep.FirstError)
 		})

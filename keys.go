@@ -1,0 +1,103 @@
+package polite
+
+import (
+	"iter"
+	"math"
+	"strings"
+
+	"golang.org/x/time/rate"
+)
+
+// KeyStatus is what a [Transport] knows of one key at a moment (see
+// [Transport.Keys]).
+type KeyStatus struct {
+	// Key is the key (see [WithKey]).
+	Key string
+	// Rate is the rate the key's requests are paced at, in requests per
+	// second: its token bucket's ([WithRate], or its controller's once
+	// the server has throttled it), or the pace of the quota the server
+	// reports, whichever is slower. 0 when nothing paces the key.
+	Rate float64
+	// Limit is the server's limit for the key as polite knows it, in
+	// requests per second: the quota the server states, or else the
+	// estimate of the key's controller (its rate at the last throttle).
+	// 0 when neither is known.
+	Limit float64
+}
+
+// Keys returns the keys the Transport holds state for, with their status,
+// in no particular order. Each status is read when the iteration reaches
+// it, with no lock held while the caller's loop runs, so the iteration may
+// miss keys made or see keys forgotten meanwhile. The keys are those used
+// lately (see [WithIdleTimeout]): every key used, while a controller
+// ([WithAdaptive]) or [WithRate] may pace it; under AdaptiveOff without
+// WithRate, only keys whose server said something worth keeping (a quota,
+// a pause), or that [WithMaxInFlight] or [WithWindow] needed.
+func (t *Transport) Keys() iter.Seq[KeyStatus] {
+	return func(yield func(KeyStatus) bool) {
+		var states []*keyState
+		var keys []string
+		for i := range t.keys.shards {
+			sh := &t.keys.shards[i]
+			states, keys = states[:0], keys[:0]
+			sh.mu.RLock()
+			for _, m := range [2]map[string]*keyState{sh.young, sh.old} {
+				for k, ks := range m {
+					if strings.HasPrefix(k, "\x00") { // a named bucket, not a key
+						continue
+					}
+					keys, states = append(keys, k), append(states, ks)
+				}
+			}
+			sh.mu.RUnlock()
+			for j, ks := range states {
+				if !yield(t.status(keys[j], ks)) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// status returns the status of key, whose state is ks.
+func (t *Transport) status(key string, ks *keyState) KeyStatus {
+	s := KeyStatus{Key: key}
+	ks.mu.Lock()
+	if ks.limiter != nil && ks.limit != rate.Inf && ks.limit > 0 {
+		s.Rate = float64(ks.limit)
+	}
+	var q *serverQuota
+	var ctl controller
+	if x := ks.extra; x != nil {
+		q, ctl = x.quota, x.ctl
+	}
+	ks.mu.Unlock()
+	if q != nil {
+		q.mu.Lock()
+		limit := q.rateLocked()
+		q.mu.Unlock()
+		if paced := limit * (1 - quotaMargin); paced > 0 && (s.Rate == 0 || paced < s.Rate) {
+			s.Rate = paced
+		}
+		s.Limit = limit
+	}
+	if s.Limit == 0 {
+		switch c := ctl; {
+		case t.keys.adaptive == AdaptiveDefault:
+			s.Limit = ks.gentle.Limit()
+		case c != nil:
+			if cubic, ok := c.(*Cubic); ok {
+				cubic.mu.Lock()
+				s.Limit = cubic.wMax
+				cubic.mu.Unlock()
+			}
+		}
+	}
+	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {
+		s.Limit = 0
+	}
+	return s
+}
+
+// Fleet returns the fleet the Transport paces with ([WithFleet]), or nil.
+func (t *Transport) Fleet() Fleet { return t.cfg.fleet }

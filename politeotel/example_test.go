@@ -1,0 +1,157 @@
+package politeotel_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/politeotel"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+)
+
+// throttledOnce is a server that throttles its first request, asking for
+// 10 ms, and answers the others.
+func throttledOnce() *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After-Ms", "10")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+}
+
+// Metrics of a Transport, collected by hand: a throttled first attempt, a
+// retry, and the wait between them.
+func ExampleNew() {
+	srv := throttledOnce()
+	defer srv.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	client := &http.Client{Transport: polite.New(nil,
+		polite.WithBackoff(0, 0), // no jitter: the wait is the server's
+		politeotel.New(politeotel.WithMeterProvider(mp)))}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			for _, p := range d.DataPoints {
+				status, _ := p.Attributes.Value("http.response.status_code")
+				reason, _ := p.Attributes.Value("polite.reason")
+				fmt.Println(m.Name, status.Emit(), reason.Emit(), p.Value)
+			}
+		case metricdata.Histogram[float64]:
+			for _, p := range d.DataPoints {
+				cause, _ := p.Attributes.Value("polite.wait")
+				fmt.Println(m.Name, cause.Emit(), p.Count)
+			}
+		}
+	}
+	// Unordered output:
+	// polite.client.attempts 429  1
+	// polite.client.attempts 200  1
+	// polite.client.retries 429 throttled 1
+	// polite.client.throttles   1
+	// polite.client.wait.duration pause 1
+}
+
+// The common case: metrics scraped by Prometheus, through OpenTelemetry's
+// Prometheus exporter. A service serves the registry with promhttp; here
+// it is gathered by hand.
+func ExampleNew_prometheus() {
+	srv := throttledOnce()
+	defer srv.Close()
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer mp.Shutdown(context.Background())
+
+	client := &http.Client{Transport: polite.New(nil, politeotel.New(politeotel.WithMeterProvider(mp)))}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	families, err := registry.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var b strings.Builder
+	for _, f := range families {
+		_ = expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain)).Encode(f)
+	}
+	var lines []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(line, "polite_client_attempts_total") || strings.HasPrefix(line, "polite_client_throttles_total") {
+			lines = append(lines, strings.ReplaceAll(line, srv.Listener.Addr().String(), "SERVER"))
+		}
+	}
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+	// Output:
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="200",polite_retry="true",server_address="SERVER"} 1
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="429",polite_retry="false",server_address="SERVER"} 1
+	// polite_client_throttles_total{http_request_method="GET",polite_throttle="429",server_address="SERVER"} 1
+}
+
+// Metrics exported to standard output, as JSON: the exporter of a quick
+// look or a test. (Timestamps and the resource are left out here, for a
+// stable output; the server is one in memory.)
+func ExampleNew_stdout() {
+	exporter, err := stdoutmetric.New(stdoutmetric.WithWriter(os.Stdout), stdoutmetric.WithoutTimestamps())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(resource.Empty()))
+
+	client := &http.Client{Transport: polite.New(answer(ok()), politeotel.New(politeotel.WithMeterProvider(mp)))}
+	resp, err := client.Get("http://api.example/items")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	_ = exporter.Export(context.Background(), &rm)
+	// Output:
+	// {"Resource":null,"ScopeMetrics":[{"Scope":{"Name":"github.com/politehttp/polite/politeotel","Version":"0.1.0","SchemaURL":"","Attributes":null},"Metrics":[{"Name":"polite.client.attempts","Description":"Requests sent to the server: first attempts and retries.","Unit":"{attempt}","Data":{"DataPoints":[{"Attributes":[{"Key":"http.request.method","Value":{"Type":"STRING","Value":"GET"}},{"Key":"http.response.status_code","Value":{"Type":"INT64","Value":200}},{"Key":"polite.retry","Value":{"Type":"BOOL","Value":false}},{"Key":"server.address","Value":{"Type":"STRING","Value":"api.example"}}],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":1}],"Temporality":"CumulativeTemporality","IsMonotonic":true}},{"Name":"polite.client.retry_budget","Description":"Tokens left in the retry budgets.","Unit":"{token}","Data":{"DataPoints":[{"Attributes":[],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":500}]}}]}]}
+}

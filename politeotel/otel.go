@@ -1,0 +1,370 @@
+package politeotel
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleet"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the name of politeotel's instrumentation scope: its meter's.
+const ScopeName = "github.com/politehttp/polite/politeotel"
+
+// Version is politeotel's version, given to its meter.
+const Version = "0.1.0"
+
+// DefaultMaxKeys is how many distinct keys keep their own value of the key
+// attribute unless [WithMaxKeys] says otherwise.
+const DefaultMaxKeys = 100
+
+// OverflowKey is the value of the key attribute (server.address) for the
+// keys past the cap of [WithMaxKeys].
+const OverflowKey = "_OTHER"
+
+// Attribute names of politeotel's own, for what the semantic conventions
+// have no name for.
+const (
+	RetryKey    = attribute.Key("polite.retry")    // on attempts: whether the attempt is a retry
+	ReasonKey   = attribute.Key("polite.reason")   // on retries: why the attempt is retried
+	ThrottleKey = attribute.Key("polite.throttle") // on throttles: 429, 503 or quota
+	WaitKey     = attribute.Key("polite.wait")     // on waits: what the request waited for
+	FleetOpKey  = attribute.Key("polite.fleet.op") // on the fleet's metrics: the Redis call
+)
+
+// Attribute names of the HTTP client semantic conventions.
+const (
+	serverAddress = attribute.Key("server.address")
+	methodKey     = attribute.Key("http.request.method")
+	statusKey     = attribute.Key("http.response.status_code")
+	errorTypeKey  = attribute.Key("error.type")
+	resendKey     = attribute.Key("http.request.resend_count")
+)
+
+// An Option configures [New].
+type Option func(*config)
+
+type config struct {
+	provider metric.MeterProvider
+	maxKeys  int
+}
+
+// WithMeterProvider sets the MeterProvider that makes politeotel's meter.
+//
+// Default: the global MeterProvider (otel.GetMeterProvider), which follows
+// a provider set globally later. A nil mp keeps the default.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp != nil {
+			c.provider = mp
+		}
+	}
+}
+
+// WithMaxKeys sets how many distinct keys keep their own value of the key
+// attribute, server.address: the first n keys met; the others are reported
+// together as [OverflowKey].
+//
+// Default: [DefaultMaxKeys] (100). n < 0 is treated as 0: every key is
+// reported as OverflowKey.
+func WithMaxKeys(n int) Option {
+	return func(c *config) { c.maxKeys = max(n, 0) }
+}
+
+// New returns a [polite.Option] that makes a Transport report its work as
+// the metrics in the package documentation, and mark it on the caller's
+// trace. One Option may serve several Transports: their counts add up, and
+// their gauges are read together (tokens left in each distinct retry
+// budget are summed).
+func New(opts ...Option) polite.Option {
+	cfg := config{maxKeys: DefaultMaxKeys}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	if cfg.provider == nil {
+		cfg.provider = otel.GetMeterProvider()
+	}
+	m := newMetrics(cfg)
+	return polite.WithHooks(polite.Hooks{
+		OnAttempt:         m.attempted,
+		OnRetry:           m.retrying,
+		OnThrottled:       m.throttled,
+		OnRefused:         m.refused,
+		OnBudgetExhausted: m.budgetExhausted,
+		OnWait:            m.waiting,
+		OnNew:             m.watch,
+	})
+}
+
+// waitBuckets are the bounds of the wait histogram, in seconds: from a
+// millisecond to an hour, for server pauses are long.
+var waitBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// fleetBuckets are the bounds of the Redis round-trip histogram, in
+// seconds: from 100 µs to a second.
+var fleetBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// metrics is what one New made: the instruments, the attribute sets met,
+// and the Transports whose state the gauges read.
+type metrics struct {
+	attempts, retries, throttles, refusals metric.Int64ObservableCounter
+	waits                                  metric.Float64Histogram
+	rate, limit                            metric.Float64ObservableGauge
+	budget                                 metric.Int64ObservableGauge
+	fallbacks                              metric.Int64ObservableCounter
+	fleetDuration                          metric.Float64Histogram
+
+	keys *keyCap
+	sets *setCache
+
+	mu         sync.Mutex
+	transports []weak.Pointer[polite.Transport]
+	fleets     map[*fleet.Fleet]bool
+}
+
+func newMetrics(cfg config) *metrics {
+	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
+	keys := newKeyCap(cfg.maxKeys)
+	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[*fleet.Fleet]bool)}
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	m.attempts, err = meter.Int64ObservableCounter("polite.client.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Requests sent to the server: first attempts and retries."))
+	check(err)
+	m.retries, err = meter.Int64ObservableCounter("polite.client.retries", metric.WithUnit("{retry}"),
+		metric.WithDescription("Failed attempts that polite decided to retry."))
+	check(err)
+	m.throttles, err = meter.Int64ObservableCounter("polite.client.throttles", metric.WithUnit("{response}"),
+		metric.WithDescription("Responses by which the server throttled the client: 429, 503 with Retry-After, or a quota reported spent."))
+	check(err)
+	m.refusals, err = meter.Int64ObservableCounter("polite.client.refusals", metric.WithUnit("{request}"),
+		metric.WithDescription("Calls or retries that polite refused without sending them."))
+	check(err)
+	m.waits, err = meter.Float64Histogram("polite.client.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("Waits before sending a request, by what was waited for."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	check(err)
+	m.rate, err = meter.Float64ObservableGauge("polite.client.rate", metric.WithUnit("{request}/s"),
+		metric.WithDescription("The rate each key's requests are paced at."))
+	check(err)
+	m.limit, err = meter.Float64ObservableGauge("polite.client.limit", metric.WithUnit("{request}/s"),
+		metric.WithDescription("The server's limit for each key: stated in its headers, or estimated from its throttling."))
+	check(err)
+	m.budget, err = meter.Int64ObservableGauge("polite.client.retry_budget", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens left in the retry budgets."))
+	check(err)
+	m.fallbacks, err = meter.Int64ObservableCounter("polite.fleet.fallbacks", metric.WithUnit("{call}"),
+		metric.WithDescription("Calls to Redis that could not be made or answered: the process went on alone."))
+	check(err)
+	m.fleetDuration, err = meter.Float64Histogram("polite.fleet.duration", metric.WithUnit("s"),
+		metric.WithDescription("Round trips to Redis of a fleet."),
+		metric.WithExplicitBucketBoundaries(fleetBuckets...))
+	check(err)
+	_, err = meter.RegisterCallback(m.observe, m.rate, m.limit, m.budget)
+	check(err)
+	_, err = meter.RegisterCallback(m.observeCounts, m.attempts, m.retries, m.throttles, m.refusals, m.fallbacks)
+	check(err)
+	for _, err := range errs {
+		otel.Handle(err) // the instrument is a no-op; the others still work
+	}
+	return m
+}
+
+// watch learns of a Transport that New made with m's hooks: its state is
+// read at collection, and its fleet, if it has one on Redis, reports its
+// calls.
+func (m *metrics) watch(t *polite.Transport) {
+	m.mu.Lock()
+	m.transports = append(m.transports, weak.Make(t))
+	f, _ := t.Fleet().(*fleet.Fleet)
+	observe := f != nil && !m.fleets[f]
+	if observe {
+		m.fleets[f] = true
+	}
+	m.mu.Unlock()
+	if observe {
+		f.Observe(fleet.Observer{OnCall: m.fleetCall, OnFallback: m.fleetFallback})
+	}
+}
+
+// live returns the Transports m watches that are still in use, and
+// forgets the others.
+func (m *metrics) live() []*polite.Transport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*polite.Transport, 0, len(m.transports))
+	kept := m.transports[:0]
+	for _, w := range m.transports {
+		if t := w.Value(); t != nil {
+			out = append(out, t)
+			kept = append(kept, w)
+		}
+	}
+	clear(m.transports[len(kept):])
+	m.transports = kept
+	return out
+}
+
+// ctx returns the context to record an event's measurement in: the
+// request's, so that exemplars link to its trace.
+func ctx(e polite.Event) context.Context {
+	if e.Request != nil {
+		return e.Request.Context()
+	}
+	return context.Background()
+}
+
+func method(e polite.Event) string {
+	if e.Request == nil {
+		return http.MethodGet
+	}
+	return e.Request.Method
+}
+
+func (m *metrics) attempted(e polite.Event) {
+	k := setKey{inst: instAttempts, key: e.Key, method: methodCode(method(e)), status: int32(e.StatusCode), flag: e.Attempt > 1}
+	if e.StatusCode == 0 && e.Err != nil {
+		k.errType = errorType(e.Err)
+	}
+	m.sets.get(k).n.Add(1)
+}
+
+func (m *metrics) retrying(e polite.Event) {
+	k := setKey{inst: instRetries, key: e.Key, method: methodCode(method(e)), status: int32(e.StatusCode), label: retryReason(e)}
+	m.sets.get(k).n.Add(1)
+	if span := recording(e); span != nil {
+		span.AddEvent("polite.retry", trace.WithAttributes(AttemptKey.Int(e.Attempt), ReasonKey.String(k.label.String()),
+			DelayKey.Float64(e.Delay.Seconds())))
+	}
+}
+
+func (m *metrics) throttled(e polite.Event) {
+	k := setKey{inst: instThrottles, key: e.Key, method: methodCode(method(e)), label: throttleKind(e.StatusCode)}
+	m.sets.get(k).n.Add(1)
+	if span := recording(e); span != nil {
+		span.AddEvent("polite.throttled", trace.WithAttributes(AttemptKey.Int(e.Attempt), ThrottleKey.String(k.label.String()),
+			attribute.Float64("polite.retry_after", e.RetryAfter.Seconds())))
+	}
+}
+
+func (m *metrics) refused(e polite.Event) {
+	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errorType(e.Err)}
+	m.sets.get(k).n.Add(1)
+	if span := recording(e); span != nil {
+		span.AddEvent("polite.refused", trace.WithAttributes(AttemptKey.Int(e.Attempt), errorTypeKey.String(k.errType.String()),
+			DelayKey.Float64(e.Delay.Seconds())))
+	}
+}
+
+func (m *metrics) budgetExhausted(e polite.Event) {
+	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errBudget}
+	m.sets.get(k).n.Add(1)
+	if span := recording(e); span != nil {
+		span.AddEvent("polite.refused", trace.WithAttributes(AttemptKey.Int(e.Attempt), errorTypeKey.String(errBudget.String())))
+	}
+}
+
+func (m *metrics) waiting(e polite.Event) {
+	k := setKey{inst: instWaits, key: e.Key, method: methodCode(method(e)), label: waitLabel(e.Wait)}
+	m.waits.Record(ctx(e), e.Delay.Seconds(), m.sets.get(k).rec...)
+	if span := recording(e); span != nil {
+		span.AddEvent("polite.wait", trace.WithAttributes(AttemptKey.Int(e.Attempt), WaitKey.String(k.label.String()),
+			DelayKey.Float64(e.Delay.Seconds())))
+	}
+}
+
+func (m *metrics) fleetCall(op string, d time.Duration, err error) {
+	k := setKey{inst: instFleetCalls, label: opLabel(op)}
+	if err != nil {
+		k.errType = fleetErrorType(err)
+	}
+	m.fleetDuration.Record(context.Background(), d.Seconds(), m.sets.get(k).rec...)
+}
+
+func (m *metrics) fleetFallback(op string, err error) {
+	k := setKey{inst: instFallbacks, label: opLabel(op), errType: fleetErrorType(err)}
+	m.sets.get(k).n.Add(1)
+}
+
+// observeCounts reports the counters: each attribute set's count, kept in
+// an atomic integer, so that counting costs a request an addition.
+func (m *metrics) observeCounts(_ context.Context, o metric.Observer) error {
+	counters := [...]metric.Int64ObservableCounter{
+		instAttempts:  m.attempts,
+		instRetries:   m.retries,
+		instThrottles: m.throttles,
+		instRefusals:  m.refusals,
+		instFallbacks: m.fallbacks,
+	}
+	// The overflow sets go last: the SDK folds every set it meets after
+	// one marked otel.metric.overflow into it.
+	for _, overflow := range []bool{false, true} {
+		for inst, e := range m.sets.all() {
+			if e.overflow == overflow && int(inst) < len(counters) && counters[inst] != nil {
+				if n := e.n.Load(); n > 0 {
+					o.ObserveInt64(counters[inst], n, e.observe)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// observe reads the gauges: the rate and limit of every key of every live
+// Transport, and the tokens left in their retry budgets.
+func (m *metrics) observe(_ context.Context, o metric.Observer) error {
+	type sums struct{ rate, limit float64 }
+	byValue := make(map[string]*sums)
+	budgets := make(map[polite.Budget]bool)
+	var tokens int64
+	for _, t := range m.live() {
+		if b := t.RetryBudget(); b != nil && !budgets[b] {
+			budgets[b] = true
+			tokens += int64(b.Remaining())
+		}
+		for ks := range t.Keys() {
+			if ks.Rate <= 0 && ks.Limit <= 0 {
+				continue
+			}
+			v := m.keys.value(ks.Key)
+			s := byValue[v]
+			if s == nil {
+				s = new(sums)
+				byValue[v] = s
+			}
+			s.rate += ks.Rate
+			if v == OverflowKey {
+				s.limit += ks.Limit // the capacity of all the keys past the cap
+			} else {
+				s.limit = max(s.limit, ks.Limit) // one server, seen by several Transports
+			}
+		}
+	}
+	for v, s := range byValue {
+		opt := metric.WithAttributes(serverAddress.String(v))
+		if s.rate > 0 {
+			o.ObserveFloat64(m.rate, s.rate, opt)
+		}
+		if s.limit > 0 {
+			o.ObserveFloat64(m.limit, s.limit, opt)
+		}
+	}
+	if len(budgets) > 0 {
+		o.ObserveInt64(m.budget, tokens)
+	}
+	return nil
+}

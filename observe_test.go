@@ -711,6 +711,22 @@ func TestResendCount(t *testing.T) {
 	} {
 		assert.Zero(t, polite.ResendCount(ctx), "a context polite did not make")
 	}
+
+	// A request a layer above has sent twice: polite counts on from there.
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(503), status(200))
+		var attempts []int
+		tr := polite.New(next, polite.WithBackoff(0, 0), polite.WithHooks(polite.Hooks{
+			OnAttempt: func(e polite.Event) { attempts = append(attempts, e.Attempt) },
+		}))
+		resp, err := get(t, polite.ContextWithResendCount(t.Context(), 2), tr, "http://a.test/")
+		require.NoError(t, err)
+		readBody(t, resp)
+		require.Len(t, next.reqs, 2)
+		assert.Equal(t, 2, polite.ResendCount(next.reqs[0].Context()))
+		assert.Equal(t, 3, polite.ResendCount(next.reqs[1].Context()))
+		assert.Equal(t, []int{3, 4}, attempts)
+	})
 }
 
 // Retryable judges a failure as polite's retries do.

@@ -256,7 +256,8 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // package documentation describes. It returns a response or an error,
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req)}
+	ctx := req.Context()
+	c := call{t: t, req: req, ctx: ctx, key: t.cfg.key(req), resent: ResendCount(ctx)}
 	return c.run()
 }
 
@@ -264,14 +265,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // times the request was sent before.
 type resendKey struct{}
 
-// ResendCount returns how many times polite had sent a request before the
+// ResendCount returns how many times a request had been sent before the
 // attempt whose context ctx is: 0 for a first attempt, n for the n-th
 // retry. It is the OpenTelemetry attribute http.request.resend_count of
 // the attempt, for a RoundTripper under polite (such as otelhttp's) to
-// read. It returns 0 for a context polite did not make.
+// read. It returns 0 for a context neither polite nor
+// [ContextWithResendCount] made.
 func ResendCount(ctx context.Context) int {
 	n, _ := ctx.Value(resendKey{}).(int)
 	return n
+}
+
+// ContextWithResendCount returns a copy of ctx that says the request it
+// goes with has been sent n times before, by a layer that retries above
+// polite (go-retryablehttp, through package politeretry). polite then
+// numbers the request's attempts from n+1 in its events (and so in its
+// metrics), and counts on from n in its own retries' contexts, so that
+// spans under polite carry the resend count of the whole call. n < 0 is
+// taken as 0.
+func ContextWithResendCount(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, resendKey{}, max(n, 0))
 }
 
 // state returns the state of the call's key, or nil if the key needs none
@@ -316,6 +329,7 @@ type call struct {
 	quota       *serverQuota     // the server quota the attempt in flight counts against, if any
 	slot        *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
 	attempt     int              // the attempt being made, 1-based
+	resent      int              // the times a layer above sent the request before (ResendCount)
 	sent        uint32           // what the key's Gentle.sending said as the attempt was sent
 	fleetGen    uint64           // the fleet's controller generation the attempt was booked under
 	fleetShared bool             // the fleet's shared controller paced the attempt
@@ -360,7 +374,7 @@ func (c *call) run() (*http.Response, error) {
 			err = errNilResponse
 		}
 		if h := t.cfg.hooks.OnAttempt; h != nil {
-			e := Event{Request: c.req, Key: c.key, Attempt: c.attempt, Err: err}
+			e := Event{Request: c.req, Key: c.key, Attempt: c.resent + c.attempt, Err: err}
 			if resp != nil {
 				e.StatusCode = resp.StatusCode
 			}
@@ -421,7 +435,7 @@ func (c *call) run() (*http.Response, error) {
 			t.budget.Refund(c.held)
 			return nil, err
 		}
-		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.attempt))
+		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.resent+c.attempt))
 		send.Body = body
 	}
 }
@@ -635,7 +649,7 @@ func pauseCause(pause, turn time.Duration) WaitCause {
 
 // event returns an Event about the current attempt.
 func (c *call) event(resp *http.Response, err error) Event {
-	e := Event{Request: c.req, Key: c.key, Attempt: c.attempt, Err: err, Budget: c.t.budget.Remaining()}
+	e := Event{Request: c.req, Key: c.key, Attempt: c.resent + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}

@@ -1,6 +1,7 @@
 package politeretry
 
 import (
+	"net/http"
 	"slices"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -15,8 +16,8 @@ import (
 //
 //   - Logger nil: nothing is logged to stderr (set Logger, or give polite
 //     [polite.WithLogger], to log);
-//   - Backoff and CheckRetry set to this package's [Backoff] and
-//     [CheckRetry];
+//   - Backoff, CheckRetry and PrepareRetry set to this package's
+//     [Backoff], [CheckRetry] and [PrepareRetry];
 //   - HTTPClient.Transport wrapped in a [polite.Transport] made with opts
 //     and then [polite.WithMaxAttempts](1), which overrides any attempts
 //     opts set.
@@ -30,12 +31,32 @@ import (
 // The client's fields may be changed before its first use, as
 // retryablehttp asks (go-retryablehttp#119); keep its Backoff and
 // CheckRetry, or wrap them, to keep polite's rules.
+//
+// A retry counts as one for polite too ([PrepareRetry]): its events number
+// it, metrics count it as a retry (package politeotel's polite.retry), and
+// spans under polite carry its http.request.resend_count.
 func NewClient(opts ...polite.Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.Backoff = Backoff
 	c.CheckRetry = CheckRetry
+	c.PrepareRetry = PrepareRetry
 	c.HTTPClient.Transport = polite.New(c.HTTPClient.Transport,
 		append(slices.Clip(opts), polite.WithMaxAttempts(1))...)
 	return c
+}
+
+var _ retryablehttp.PrepareRetry = PrepareRetry
+
+// PrepareRetry is a [retryablehttp.PrepareRetry] that tells polite, in the
+// request's context, how many times retryablehttp has sent the request
+// before ([polite.ContextWithResendCount]): under a [polite.Transport]
+// that does not retry itself, every attempt would otherwise look like a
+// first one. retryablehttp calls it on its own copy of the request before
+// each retry, never on the caller's. Chain it in a PrepareRetry of your
+// own if you set one.
+func PrepareRetry(req *http.Request) error {
+	ctx := req.Context()
+	*req = *req.WithContext(polite.ContextWithResendCount(ctx, polite.ResendCount(ctx)+1))
+	return nil
 }

@@ -711,7 +711,40 @@ func TestNewClientSettings(t *testing.T) {
 	assert.Nil(t, c.Logger, "nothing logged to stderr")
 	assert.NotNil(t, c.Backoff)
 	assert.NotNil(t, c.CheckRetry)
+	assert.NotNil(t, c.PrepareRetry)
 	assert.IsType(t, &polite.Transport{}, c.HTTPClient.Transport)
 	assert.Equal(t, 4, c.RetryMax, "retryablehttp's default")
 	assert.Nil(t, opts[:2][1], "the caller's slice is left alone")
+}
+
+// Under NewClient, polite numbers retryablehttp's attempts of a call 1 to
+// RetryMax+1 in its events, as it numbers its own retries, and the
+// caller's request keeps its context.
+func TestNewClientTellsPoliteOfItsRetries(t *testing.T) {
+	srv := newServer(t, always(http.StatusServiceUnavailable))
+	var mu sync.Mutex
+	var attempts []int
+	c := politeretry.NewClient(polite.WithHooks(polite.Hooks{OnAttempt: func(e polite.Event) {
+		mu.Lock()
+		attempts = append(attempts, e.Attempt)
+		mu.Unlock()
+	}}))
+	c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, 2*time.Millisecond
+	t.Cleanup(c.HTTPClient.CloseIdleConnections)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	for range 2 {
+		_, err := c.StandardClient().Do(req)
+		require.Error(t, err)
+	}
+	assert.Equal(t, []int{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}, attempts, "each call counts from 1 again")
+	assert.Zero(t, polite.ResendCount(req.Context()), "the caller's request is left alone")
+}
+
+func TestPrepareRetryCountsOn(t *testing.T) {
+	req, err := http.NewRequestWithContext(polite.ContextWithResendCount(t.Context(), 2), http.MethodGet, "http://a.test/", nil)
+	require.NoError(t, err)
+	require.NoError(t, politeretry.PrepareRetry(req))
+	assert.Equal(t, 3, polite.ResendCount(req.Context()))
+	assert.Zero(t, polite.ResendCount(polite.ContextWithResendCount(t.Context(), -4)), "a negative count is 0")
 }

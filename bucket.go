@@ -354,7 +354,7 @@ func (c *call) admitOn(ks *keyState) error {
 		return err
 	}
 	c.waiting(max(pause, turn), pauseCause(pause, turn))
-	return c.waitTurn(ks)
+	return c.waitTurn(ks, now.Add(max(pause, turn)))
 }
 
 // admitQuota returns when the server's quota for the request lets it go:
@@ -406,8 +406,10 @@ func (c *call) waitFor(wait time.Duration, now time.Time, cause WaitCause, serve
 
 // waitTurn queues the call for a token of ks and returns when it has one.
 // The head of the queue sleeps until the key's pause is over and a token
-// is there; the others sleep until they become the head.
-func (c *call) waitTurn(ks *keyState) error {
+// is there; the others sleep until they become the head. told is when the
+// wait was reported to end: a wait that grows past it is reported again,
+// for what it adds.
+func (c *call) waitTurn(ks *keyState, told time.Time) error {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ks.mu.Lock()
 	x := ks.extraLocked()
@@ -442,6 +444,10 @@ func (c *call) waitTurn(ks *keyState) error {
 			if err := c.refuseWait(pause, turn, now); err != nil {
 				ks.leave(e)
 				return err
+			}
+			if end := now.Add(sleepFor); end.Sub(told) > time.Millisecond {
+				c.waiting(end.Sub(told), pauseCause(pause, turn))
+				told = end
 			}
 		}
 		if err := sleepOrWake(c.ctx, sleepFor, w.wake); err != nil {

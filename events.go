@@ -9,20 +9,24 @@ import (
 )
 
 // Hooks are functions that a [Transport] calls on its events (see
-// [WithHooks]). Each receives an [Event]; nil hooks are skipped. Hooks run
-// synchronously on the goroutine of the call, after the decision they
-// report is made and with no lock held, so a hook may use the Transport.
+// [WithHooks]). Each but OnNew receives an [Event]; nil hooks are skipped.
+// Hooks run synchronously on the goroutine of the call, with no lock held,
+// so a hook may use the Transport: after the decision they report is
+// made, and, but for a wait for a WithMaxInFlight place, before the wait
+// they report.
 type Hooks struct {
 	// OnRetry is called when an attempt failed and is about to be retried,
 	// before the wait. Attempt is the attempt that failed (1-based); Delay
-	// is the wait before the next one; StatusCode or Err says why;
-	// RetryAfter is what the server asked for; Budget is what is left of
-	// the retry budget after paying for the retry.
+	// is the wait before the next one; StatusCode or Err says why, and
+	// Throttled whether the server throttled it; RetryAfter is what the
+	// server asked for; Budget is what is left of the retry budget after
+	// paying for the retry.
 	OnRetry func(Event)
 
-	// OnThrottled is called when the server throttles a key: a 429, or a
-	// 503 that carries Retry-After. RetryAfter is the pause the server
-	// asked for, 0 if none.
+	// OnThrottled is called when the server throttles a key: a 429, a 503
+	// that carries Retry-After, or a 403 that reports its quota spent
+	// (GitHub's primary limit). RetryAfter is the pause the server asked
+	// for (or the time until the spent quota's reset), 0 if none.
 	OnThrottled func(Event)
 
 	// OnBudgetExhausted is called when a failed attempt is not retried
@@ -30,10 +34,13 @@ type Hooks struct {
 	OnBudgetExhausted func(Event)
 
 	// OnWait is called before a request waits: Delay is the wait, Wait
-	// what it waits for, and Server reports whether it is a pause the
-	// server asked for rather than local pacing. A wait for a place under
-	// [WithMaxInFlight] has no length known in advance: it is reported
-	// once the place is granted, with Delay the time waited.
+	// what it waits for, Server whether it is a pause the server asked for
+	// rather than local pacing, and Attempt the attempt that waits (for a
+	// retry's delay, the retry). A call queued for its key's token whose
+	// wait grows (the server paused the key meanwhile) is reported again,
+	// for what it adds. A wait for a place under [WithMaxInFlight] has no
+	// length known in advance: it is reported once it ends (the place
+	// granted, or the call given up), with Delay the time waited.
 	OnWait func(Event)
 
 	// OnRefused is called when polite refuses a call without sending it:
@@ -44,9 +51,10 @@ type Hooks struct {
 	OnRefused func(Event)
 
 	// OnAttempt is called when an attempt has been answered: StatusCode is
-	// the response's status, or Err the transport error; Attempt is 1 for
-	// the first attempt of a call and more for its retries. Budget is not
-	// set.
+	// the response's status, or Err the transport error, and Throttled
+	// whether the server throttled it; Attempt is 1 for the first attempt
+	// of a call and more for its retries (counting those of a layer above,
+	// see [ContextWithResendCount]). Budget is not set.
 	OnAttempt func(Event)
 
 	// OnNew is called once by [New], with the Transport it made, before
@@ -148,6 +156,9 @@ type Event struct {
 	Server bool
 	// Wait is what a wait is for; 0 in events that are not waits.
 	Wait WaitCause
+	// Throttled reports that the server throttled the attempt: a 429, a
+	// 503 with Retry-After, or a 403 that reports its quota spent.
+	Throttled bool
 }
 
 // Reason returns a short description of why the event happened: "status

@@ -47,7 +47,7 @@ func TestHooksReportRetriesAndThrottling(t *testing.T) {
 		assert.Equal(t, []string{
 			"throttled a.test attempt=1 reason=status 429 delay=0s retry_after=2s budget=500 server=no",
 			"retry a.test attempt=1 reason=status 429 delay=2s retry_after=2s budget=495 server=no",
-			"wait a.test attempt=1 reason= delay=2s retry_after=0s budget=495 server=yes",
+			"wait a.test attempt=2 reason= delay=2s retry_after=0s budget=495 server=yes",
 			"retry a.test attempt=2 reason=i/o timeout delay=0s retry_after=0s budget=485 server=no",
 			"retry a.test attempt=3 reason=status 503 delay=0s retry_after=0s budget=480 server=no",
 		}, rec.events)
@@ -114,7 +114,7 @@ func TestLogger(t *testing.T) {
 		assert.Equal(t,
 			`level=INFO msg="polite: server throttled" retry_after=1s key=a.test attempt=1 method=GET status=429`+"\n"+
 				`level=DEBUG msg="polite: retrying" delay=1s retry_after=1s budget=495 key=a.test attempt=1 method=GET status=429`+"\n"+
-				`level=DEBUG msg="polite: waiting" delay=1s server=true for=pause key=a.test attempt=1 method=GET`+"\n",
+				`level=DEBUG msg="polite: waiting" delay=1s server=true for=pause key=a.test attempt=2 method=GET`+"\n",
 			buf.String())
 	})
 }

@@ -317,6 +317,56 @@ func TestWaitCauses(t *testing.T) {
 			},
 		},
 		{
+			name: "a call queued for a token whose wait a pause lengthens is told of the pause",
+			run: func(t *testing.T, hooks polite.Option) []waitSeen {
+				release := make(chan struct{})
+				next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if req.URL.Path == "/a" {
+						<-release
+						return newStub(status(429, "Retry-After", "5")).RoundTrip(req)
+					}
+					return newStub(status(200)).RoundTrip(req)
+				})
+				tr := polite.New(next, hooks, off, polite.WithRate(2, 1), polite.WithMaxAttempts(1))
+				var wg sync.WaitGroup
+				wg.Go(func() { fetch(t, tr, "http://a.test/a") }) // takes the token at 0 and waits for its answer
+				synctest.Wait()
+				wg.Go(func() { fetch(t, tr, "http://a.test/b") }) // queued: its token comes at 0.5 s
+				synctest.Wait()
+				time.Sleep(100 * time.Millisecond)
+				close(release) // at 0.1 s: the key is paused until 5.1 s
+				wg.Wait()
+				return []waitSeen{
+					{"/b", polite.WaitRate, 500 * time.Millisecond, false},
+					{"/b", polite.WaitPause, 4600 * time.Millisecond, true},
+				}
+			},
+		},
+		{
+			name: "a call that gives up waiting for a place is told of the time it waited",
+			run: func(t *testing.T, hooks polite.Option) []waitSeen {
+				release := make(chan struct{})
+				next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					<-release
+					return newStub(status(200)).RoundTrip(req)
+				})
+				tr := polite.New(next, hooks, off, polite.WithMaxInFlight(1))
+				done := make(chan struct{})
+				go func() {
+					fetch(t, tr, "http://a.test/a")
+					close(done)
+				}()
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				defer cancel()
+				_, err := get(t, ctx, tr, "http://a.test/b")
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				close(release)
+				<-done
+				return []waitSeen{{"/b", polite.WaitSlot, 2 * time.Second, false}}
+			},
+		},
+		{
 			name: "a fleet's booking paces",
 			run: func(t *testing.T, hooks polite.Option) []waitSeen {
 				f := &grantFleet{grant: polite.FleetGrant{Granted: true, Wait: 2 * time.Second}}
@@ -770,6 +820,36 @@ func TestRetryable(t *testing.T) {
 				resp = &http.Response{StatusCode: tt.status}
 			}
 			assert.Equal(t, tt.want, polite.Retryable(resp, tt.err))
+		})
+	}
+}
+
+// Event.Throttled says what polite's controller heard: a 429, a 503 with
+// any Retry-After (0 too), or a 403 with its quota spent; not a bare 503.
+func TestEventThrottled(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply reply
+		want  bool
+	}{
+		{"429", status(429), true},
+		{"503 with Retry-After: 0", status(503, "Retry-After", "0"), true},
+		{"403 with its quota spent", status(403, "X-RateLimit-Limit", "60", "X-RateLimit-Remaining", "0"), true},
+		{"503", status(503), false},
+		{"500", status(500), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var attempt, retry []bool
+				tr := polite.New(newStub(tt.reply, status(200)), polite.WithBackoff(0, 0), polite.WithHooks(polite.Hooks{
+					OnAttempt: func(e polite.Event) { attempt = append(attempt, e.Throttled) },
+					OnRetry:   func(e polite.Event) { retry = append(retry, e.Throttled) },
+				}))
+				fetch(t, tr, "http://a.test/")
+				assert.Equal(t, []bool{tt.want, false}, attempt)
+				assert.Equal(t, []bool{tt.want}, retry)
+			})
 		})
 	}
 }

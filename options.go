@@ -20,7 +20,8 @@ const (
 )
 
 // An Option configures a [Transport]. Options are applied in order by
-// [New]; when two options set the same thing, the last one wins. Values
+// [New]; when two options set the same thing, the last one wins, but
+// [WithHooks], which adds. Values
 // out of range are clamped as each option documents; no option panics.
 type Option func(*config)
 

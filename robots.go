@@ -84,7 +84,11 @@ func (c *call) admitRobots() error {
 		done := make(chan struct{})
 		e.fetching = done
 		e.mu.Unlock()
-		delay, rerr, err := c.t.fetchRobots(c.ctx, c.req)
+		ctx := c.ctx
+		if c.resends() > 0 { // robots.txt is a request of its own, sent for the first time
+			ctx = ContextWithResendCount(ctx, 0)
+		}
+		delay, rerr, err := c.t.fetchRobots(ctx, c.req)
 		e.mu.Lock()
 		e.fetching = nil
 		if err == nil { // else the caller gave up: another call fetches

@@ -64,6 +64,9 @@ func (c *call) acquireSlot() error {
 		if granted {
 			releaseSlot(ks) // handed over as the call gave up: pass it on
 		}
+		if !start.IsZero() {
+			c.waitingFor(time.Since(start), WaitSlot, false)
+		}
 		return c.ctx.Err()
 	}
 }

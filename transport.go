@@ -175,6 +175,17 @@
 // most n requests in any interval of a length, as APIs that state "100 per
 // minute" count them, locally or fleet-wide.
 //
+// # Observing it
+//
+// [WithHooks] calls functions on each attempt, retry, throttle, wait (with
+// what it waits for: a [WaitCause]), refusal and empty budget;
+// [WithLogger] logs the same to a log/slog Logger. [Transport.Keys] reads
+// each key's rate and the server's limit as polite knows it. Package
+// github.com/politehttp/polite/politeotel (a module of its own) turns all
+// of it into OpenTelemetry metrics and trace events, and package
+// github.com/politehttp/polite/politeretry gives a go-retryablehttp client
+// polite's judgement.
+//
 // # Concurrency
 //
 // A Transport is safe for concurrent use by multiple goroutines. It starts
@@ -256,8 +267,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // package documentation describes. It returns a response or an error,
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	c := call{t: t, req: req, ctx: ctx, key: t.cfg.key(req), resent: ResendCount(ctx)}
+	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req), resent: -1}
 	return c.run()
 }
 
@@ -285,6 +295,16 @@ func ResendCount(ctx context.Context) int {
 // taken as 0.
 func ContextWithResendCount(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, resendKey{}, max(n, 0))
+}
+
+// resends returns how many times a layer above polite had sent the request
+// before, reading it from the context the first time it is needed: an
+// event or a retry.
+func (c *call) resends() int {
+	if c.resent < 0 {
+		c.resent = ResendCount(c.ctx)
+	}
+	return c.resent
 }
 
 // state returns the state of the call's key, or nil if the key needs none
@@ -329,7 +349,7 @@ type call struct {
 	quota       *serverQuota     // the server quota the attempt in flight counts against, if any
 	slot        *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
 	attempt     int              // the attempt being made, 1-based
-	resent      int              // the times a layer above sent the request before (ResendCount)
+	resent      int              // the times a layer above sent the request before (ResendCount); -1 until read
 	sent        uint32           // what the key's Gentle.sending said as the attempt was sent
 	fleetGen    uint64           // the fleet's controller generation the attempt was booked under
 	fleetShared bool             // the fleet's shared controller paced the attempt
@@ -344,6 +364,7 @@ type failure struct {
 	retryAfter    time.Duration // the server's Retry-After, if hasRetryAfter
 	hasRetryAfter bool
 	untilReset    bool // retryAfter is the time until a spent quota's reset, not a Retry-After
+	throttled     bool // the server throttled the attempt
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -372,13 +393,6 @@ func (c *call) run() (*http.Response, error) {
 			resp = nil
 		case err == nil && resp == nil:
 			err = errNilResponse
-		}
-		if h := t.cfg.hooks.OnAttempt; h != nil {
-			e := Event{Request: c.req, Key: c.key, Attempt: c.resent + c.attempt, Err: err}
-			if resp != nil {
-				e.StatusCode = resp.StatusCode
-			}
-			h(e) // no Budget: reading it may take a lock, on every attempt
 		}
 		now := time.Now()
 		f, failed := c.judge(resp, err, now)
@@ -417,11 +431,12 @@ func (c *call) run() (*http.Response, error) {
 		}
 		c.held = cost
 		e := c.event(resp, err)
-		e.Delay, e.RetryAfter = delay, f.retryAfter
+		e.Delay, e.RetryAfter, e.Throttled = delay, f.retryAfter, f.throttled
 		t.retrying(e)
 		if resp != nil {
 			discard(resp)
 		}
+		c.attempt++ // the wait is the next attempt's
 		switch {
 		case f.retryAfter < delay:
 			c.waitingFor(delay, WaitBackoff, false)
@@ -430,12 +445,13 @@ func (c *call) run() (*http.Response, error) {
 		default:
 			c.waitingFor(delay, WaitPause, true)
 		}
+		c.attempt--
 		if err := sleep(c.ctx, delay); err != nil {
 			closeBody(body)
 			t.budget.Refund(c.held)
 			return nil, err
 		}
-		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.resent+c.attempt))
+		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.resends()+c.attempt))
 		send.Body = body
 	}
 }
@@ -451,6 +467,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		c.quota = nil
 	}
 	if err != nil {
+		c.attempted(nil, err, false)
 		if c.ctx.Err() != nil {
 			return failure{}, false // the caller gave up: nothing was learnt
 		}
@@ -466,7 +483,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	throttled := code == http.StatusTooManyRequests ||
 		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
 		(code == http.StatusForbidden && spent) // GitHub's primary limit
-	var f failure
+	f := failure{throttled: throttled}
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
 	f.untilReset = f.hasRetryAfter && !s.HasRetryAfter
 	if s.HasQuota || throttled && f.retryAfter > 0 {
@@ -483,9 +500,10 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		c.observe(ks, now, o, c.heed(ks, s, throttled, now))
 		c.tellFleet(ks, o)
 	}
+	c.attempted(resp, nil, throttled)
 	if throttled {
 		e := c.event(resp, nil)
-		e.RetryAfter = f.retryAfter
+		e.RetryAfter, e.Throttled = f.retryAfter, true
 		c.t.throttled(e)
 	}
 	return f, throttled || retryableStatus(code)
@@ -647,9 +665,22 @@ func pauseCause(pause, turn time.Duration) WaitCause {
 	return WaitRate
 }
 
+// attempted reports the answer to the current attempt.
+func (c *call) attempted(resp *http.Response, err error, throttled bool) {
+	h := c.t.cfg.hooks.OnAttempt
+	if h == nil {
+		return
+	}
+	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Throttled: throttled}
+	if resp != nil {
+		e.StatusCode = resp.StatusCode
+	}
+	h(e) // no Budget: reading it may take a lock, on every attempt
+}
+
 // event returns an Event about the current attempt.
 func (c *call) event(resp *http.Response, err error) Event {
-	e := Event{Request: c.req, Key: c.key, Attempt: c.resent + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
+	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}

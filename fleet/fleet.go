@@ -109,6 +109,13 @@ var (
 	// ErrTimeout reports that Redis did not answer within the timeout
 	// ([WithTimeout]).
 	ErrTimeout = errors.New("no answer within the timeout")
+	// ErrOverloaded reports that no call was made: the process had too
+	// many calls to Redis outstanding already.
+	ErrOverloaded = errors.New("too many calls outstanding")
+
+	// errBreaker is what a call the breaker holds returns, made once: the
+	// breaker holds every call of an outage.
+	errBreaker = fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
 )
 
 // Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use. From
@@ -361,8 +368,10 @@ var (
 func (f *Fleet) stateKey(key string) []string { return []string{f.prefix(key) + "s"} }
 
 // An Observer hears of a Fleet's calls to Redis (see [Fleet.Observe]).
-// Its functions run on the goroutine of the request that made the call,
-// with no lock held; nil ones are skipped. Op names the call: "reserve"
+// Its functions run on the goroutine that made the call (a request's, or
+// that of a retry budget's flush of refunds), with no lock held; nil ones
+// are skipped. A call whose caller gave up before Redis answered is not
+// reported. Op names the call: "reserve"
 // (a booking, or a lease of bookings), "congest" (a throttle told to the
 // shared controller), "pause" (a pause told to the fleet) or "budget" (the
 // retry budget's take and refunds).
@@ -427,12 +436,12 @@ func (f *Fleet) run(ctx context.Context, op string, script *redis.Script, keys [
 func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
 	ok, probe := f.allow(time.Now())
 	if !ok {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
+		return nil, errBreaker
 	}
 	select {
 	case f.inflight <- struct{}{}:
 	default:
-		return nil, f.failed(fmt.Errorf("%w: %d calls outstanding", ErrUnavailable, maxInFlight))
+		return nil, f.failed(fmt.Errorf("%w: %w (%d)", ErrUnavailable, ErrOverloaded, maxInFlight))
 	}
 	start := time.Now()
 	observed := func(err error) {

@@ -33,15 +33,30 @@
 //	polite.client.retry_budget    gauge      {token}       tokens left in the retry budgets
 //	polite.fleet.fallbacks        counter    {call}        each Redis call that could not be made or
 //	                                                       answered: polite.fleet.op, error.type
-//	polite.fleet.duration         histogram  s             each Redis round trip: polite.fleet.op
+//	polite.fleet.duration         histogram  s             each Redis round trip: polite.fleet.op,
+//	                                                       error.type on failure
 //
 // Every instrument but the budget and the fleet's carries server.address,
-// the request's key (its host, unless [polite.WithKey] says otherwise);
-// those of single requests also carry http.request.method. The key
-// attribute is bounded: the first [DefaultMaxKeys] distinct keys (see
-// [WithMaxKeys]) keep their own value, and the others are reported
-// together as [OverflowKey], so that a crawler of a million hosts does not
-// make a million series. URLs and paths are never attributes.
+// the request's key (its host, unless [polite.WithKey] says otherwise;
+// with server.port when the key is a host and port); those of single
+// requests also carry http.request.method. The key attribute is bounded:
+// the first [DefaultMaxKeys] distinct keys (see [WithMaxKeys]) keep their
+// own value, and the others are reported together as [OverflowValue], so
+// that a crawler of a million hosts does not make a million series; each
+// instrument holds at most 1,000 attribute sets, past which new ones are
+// counted under otel.metric.overflow=true, as the SDK does past its own
+// cap. URLs and paths are never attributes.
+//
+// Counters are kept in an atomic integer per attribute set and reported
+// when the metrics are collected (observable counters), so that counting
+// costs a request an atomic addition. The gauges read every key of every
+// Transport at each collection: a crawler holding a million keys pays for
+// a walk over them, once a collection.
+//
+// Make one Option for a MeterProvider and give it to every Transport: the
+// gauges of two Options on one provider would overwrite each other. A
+// retry budget on Redis (a fleet's) is the fleet's, reported whole by
+// every process: take its maximum across processes, not its sum.
 //
 // The wait histogram's buckets reach an hour (a Retry-After can be long);
 // a wait is recorded as the Transport expects it when it begins (a

@@ -3,10 +3,10 @@ package politeotel_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -111,22 +111,27 @@ func ExampleNew_prometheus() {
 		fmt.Println(err)
 		return
 	}
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	var b strings.Builder
 	for _, f := range families {
+		fmt.Println(f.GetName())
 		_ = expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain)).Encode(f)
 	}
-	var lines []string
 	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.HasPrefix(line, "polite_client_attempts_total") || strings.HasPrefix(line, "polite_client_throttles_total") {
-			lines = append(lines, strings.ReplaceAll(line, srv.Listener.Addr().String(), "SERVER"))
+		if strings.HasPrefix(line, "polite_client_attempts_total") {
+			fmt.Println(strings.ReplaceAll(line, port, "PORT"))
 		}
 	}
-	sort.Strings(lines)
-	fmt.Println(strings.Join(lines, "\n"))
-	// Output:
-	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="200",polite_retry="true",server_address="SERVER"} 1
-	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="429",polite_retry="false",server_address="SERVER"} 1
-	// polite_client_throttles_total{http_request_method="GET",polite_throttle="429",server_address="SERVER"} 1
+	// Unordered output:
+	// polite_client_attempts_total
+	// polite_client_limit_per_second
+	// polite_client_rate_per_second
+	// polite_client_retry_budget
+	// polite_client_retries_total
+	// polite_client_throttles_total
+	// polite_client_wait_duration_seconds
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="200",polite_retry="true",server_address="127.0.0.1",server_port="PORT"} 1
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="429",polite_retry="false",server_address="127.0.0.1",server_port="PORT"} 1
 }
 
 // Metrics exported to standard output, as JSON: the exporter of a quick

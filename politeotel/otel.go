@@ -3,6 +3,7 @@ package politeotel
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 	"weak"
@@ -25,9 +26,9 @@ const Version = "0.1.0"
 // attribute unless [WithMaxKeys] says otherwise.
 const DefaultMaxKeys = 100
 
-// OverflowKey is the value of the key attribute (server.address) for the
+// OverflowValue is the value of the key attribute (server.address) for the
 // keys past the cap of [WithMaxKeys].
-const OverflowKey = "_OTHER"
+const OverflowValue = "_OTHER"
 
 // Attribute names of politeotel's own, for what the semantic conventions
 // have no name for.
@@ -42,6 +43,7 @@ const (
 // Attribute names of the HTTP client semantic conventions.
 const (
 	serverAddress = attribute.Key("server.address")
+	serverPort    = attribute.Key("server.port")
 	methodKey     = attribute.Key("http.request.method")
 	statusKey     = attribute.Key("http.response.status_code")
 	errorTypeKey  = attribute.Key("error.type")
@@ -70,10 +72,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithMaxKeys sets how many distinct keys keep their own value of the key
 // attribute, server.address: the first n keys met; the others are reported
-// together as [OverflowKey].
+// together as [OverflowValue].
 //
 // Default: [DefaultMaxKeys] (100). n < 0 is treated as 0: every key is
-// reported as OverflowKey.
+// reported as OverflowValue.
 func WithMaxKeys(n int) Option {
 	return func(c *config) { c.maxKeys = max(n, 0) }
 }
@@ -128,13 +130,13 @@ type metrics struct {
 
 	mu         sync.Mutex
 	transports []weak.Pointer[polite.Transport]
-	fleets     map[*fleet.Fleet]bool
+	fleets     map[weak.Pointer[fleet.Fleet]]bool // the fleets observed
 }
 
 func newMetrics(cfg config) *metrics {
 	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
 	keys := newKeyCap(cfg.maxKeys)
-	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[*fleet.Fleet]bool)}
+	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[weak.Pointer[fleet.Fleet]]bool)}
 	var errs []error
 	check := func(err error) {
 		if err != nil {
@@ -149,7 +151,7 @@ func newMetrics(cfg config) *metrics {
 		metric.WithDescription("Failed attempts that polite decided to retry."))
 	check(err)
 	m.throttles, err = meter.Int64ObservableCounter("polite.client.throttles", metric.WithUnit("{response}"),
-		metric.WithDescription("Responses by which the server throttled the client: 429, 503 with Retry-After, or a quota reported spent."))
+		metric.WithDescription("Responses by which the server throttled the client: 429, 503 with Retry-After, or 403 with the quota reported spent."))
 	check(err)
 	m.refusals, err = meter.Int64ObservableCounter("polite.client.refusals", metric.WithUnit("{request}"),
 		metric.WithDescription("Calls or retries that polite refused without sending them."))
@@ -189,11 +191,14 @@ func newMetrics(cfg config) *metrics {
 // calls.
 func (m *metrics) watch(t *polite.Transport) {
 	m.mu.Lock()
+	if len(m.transports) == cap(m.transports) {
+		m.pruneLocked() // before the slice grows: Transports made and dropped, with no collection
+	}
 	m.transports = append(m.transports, weak.Make(t))
 	f, _ := t.Fleet().(*fleet.Fleet)
-	observe := f != nil && !m.fleets[f]
+	observe := f != nil && !m.fleets[weak.Make(f)]
 	if observe {
-		m.fleets[f] = true
+		m.fleets[weak.Make(f)] = true
 	}
 	m.mu.Unlock()
 	if observe {
@@ -206,17 +211,32 @@ func (m *metrics) watch(t *polite.Transport) {
 func (m *metrics) live() []*polite.Transport {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.pruneLocked()
 	out := make([]*polite.Transport, 0, len(m.transports))
-	kept := m.transports[:0]
 	for _, w := range m.transports {
 		if t := w.Value(); t != nil {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pruneLocked forgets the Transports and fleets no longer in use. It
+// requires m.mu held.
+func (m *metrics) pruneLocked() {
+	kept := m.transports[:0]
+	for _, w := range m.transports {
+		if w.Value() != nil {
 			kept = append(kept, w)
 		}
 	}
 	clear(m.transports[len(kept):])
 	m.transports = kept
-	return out
+	for f := range m.fleets {
+		if f.Value() == nil {
+			delete(m.fleets, f)
+		}
+	}
 }
 
 // ctx returns the context to record an event's measurement in: the
@@ -332,7 +352,13 @@ func (m *metrics) observe(_ context.Context, o metric.Observer) error {
 	budgets := make(map[polite.Budget]bool)
 	var tokens int64
 	for _, t := range m.live() {
-		if b := t.RetryBudget(); b != nil && !budgets[b] {
+		// A budget shared by several Transports counts once; one of a type
+		// that cannot be a map key (a user's) counts for each.
+		switch b := t.RetryBudget(); {
+		case b == nil:
+		case !reflect.TypeOf(b).Comparable():
+			tokens += int64(b.Remaining())
+		case !budgets[b]:
 			budgets[b] = true
 			tokens += int64(b.Remaining())
 		}
@@ -340,14 +366,17 @@ func (m *metrics) observe(_ context.Context, o metric.Observer) error {
 			if ks.Rate <= 0 && ks.Limit <= 0 {
 				continue
 			}
-			v := m.keys.value(ks.Key)
+			v, _ := m.keys.peek(ks.Key)
+			if v == "" {
+				v = OverflowValue // a key no request was counted under: no room is made for it
+			}
 			s := byValue[v]
 			if s == nil {
 				s = new(sums)
 				byValue[v] = s
 			}
 			s.rate += ks.Rate
-			if v == OverflowKey {
+			if v == OverflowValue {
 				s.limit += ks.Limit // the capacity of all the keys past the cap
 			} else {
 				s.limit = max(s.limit, ks.Limit) // one server, seen by several Transports

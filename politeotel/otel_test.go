@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -64,7 +65,7 @@ func TestMetricsOfACall(t *testing.T) {
 
 		metricdatatest.AssertEqual(t, metricdata.Metrics{
 			Name:        "polite.client.throttles",
-			Description: "Responses by which the server throttled the client: 429, 503 with Retry-After, or a quota reported spent.",
+			Description: "Responses by which the server throttled the client: 429, 503 with Retry-After, or 403 with the quota reported spent.",
 			Unit:        "{response}",
 			Data: metricdata.Sum[int64]{
 				Temporality: metricdata.CumulativeTemporality,
@@ -123,6 +124,34 @@ func TestAttributeSetsAreBounded(t *testing.T) {
 		sum += v
 	}
 	assert.Equal(t, float64(hosts), sum)
+}
+
+// The gauges name the keys that requests were counted under, and make no
+// room for others: a key past the cap is OverflowValue there too.
+func TestGaugesKeepToTheKeyCap(t *testing.T) {
+	mp, r := reader()
+	tr := polite.New(answer(ok()), polite.WithRate(10, 1), politeotel.New(politeotel.WithMeterProvider(mp), politeotel.WithMaxKeys(1)))
+	for _, host := range []string{"a.test", "b.test", "c.test"} {
+		_, err := call(t, t.Context(), tr, "http://"+host+"/")
+		require.NoError(t, err)
+	}
+	got := collect(t, r)
+	assert.Equal(t, map[string]float64{"server.address=a.test": 10, "server.address=_OTHER": 20}, values(got["polite.client.rate"]))
+	assert.Equal(t, map[string]float64{
+		get + "http.response.status_code=200,polite.retry=false,server.address=a.test": 1,
+		get + "http.response.status_code=200,polite.retry=false,server.address=_OTHER": 2,
+	}, values(got["polite.client.attempts"]))
+}
+
+// A key with a port is a server.address and a server.port.
+func TestKeyWithAPort(t *testing.T) {
+	mp, r := reader()
+	tr := polite.New(answer(ok()), politeotel.New(politeotel.WithMeterProvider(mp)))
+	_, err := call(t, t.Context(), tr, "http://api.test:8443/")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{
+		get + "http.response.status_code=200,polite.retry=false,server.address=api.test,server.port=8443": 1,
+	}, values(collect(t, r)["polite.client.attempts"]))
 }
 
 // Calls that polite refuses are counted by why, and attempts that failed
@@ -195,7 +224,9 @@ func TestWaitsByCause(t *testing.T) {
 	t.Run("backoff", func(t *testing.T) {
 		got := waits(t, answer(status(503), ok()), 1, polite.WithBackoff(4*time.Second, 4*time.Second))
 		assert.Equal(t, map[string]uint64{get + "polite.wait=backoff" + hostA: 1}, counts(got))
-		assert.InDelta(t, 2, values(got)[get+"polite.wait=backoff"+hostA], 2, "full jitter under 4 s")
+		v := values(got)[get+"polite.wait=backoff"+hostA]
+		assert.Greater(t, v, 0.0)
+		assert.Less(t, v, 4.0, "full jitter under 4 s, in seconds")
 	})
 	t.Run("pause", func(t *testing.T) {
 		got := waits(t, answer(status(503, "Retry-After", "7"), ok()), 1)
@@ -315,11 +346,57 @@ func TestFleetMetrics(t *testing.T) {
 		n := counts(got["polite.fleet.duration"])["polite.fleet.op=reserve"]
 		assert.GreaterOrEqual(t, n, uint64(1), "the bookings' round trips are timed")
 		assert.LessOrEqual(t, n, uint64(3))
-		sum := values(got["polite.fleet.duration"])["polite.fleet.op=reserve"]
-		assert.Greater(t, sum, 0.0)
-		assert.Less(t, sum, 1.0, "seconds, not milliseconds")
+		h := got["polite.fleet.duration"].Data.(metricdata.Histogram[float64])
+		require.Len(t, h.DataPoints, 1)
+		longest, ok := h.DataPoints[0].Max.Value()
+		require.True(t, ok)
+		assert.Greater(t, longest, 0.0)
+		assert.Less(t, longest, 0.06, "seconds: no call outlives the fleet's 50-ms timeout")
 		assert.Empty(t, values(got["polite.fleet.fallbacks"]))
 	})
+}
+
+// A Redis that does not answer in time: the call is timed to its timeout,
+// and counted as a fallback for a timeout.
+func TestFleetMetricsOfATimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept() // and never answer
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { // after the fleet and its client are closed
+		l.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	mp, r := reader()
+	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), MaxRetries: -1,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	f := fleet.New(rdb, fleet.WithTimeout(20*time.Millisecond))
+	defer f.Close()
+	tr := polite.New(answer(ok()), polite.WithFleet(f), polite.WithRate(100, 10), politeotel.New(politeotel.WithMeterProvider(mp)))
+	_, err = call(t, t.Context(), tr, "http://a.test/")
+	require.NoError(t, err)
+	got := collect(t, r)
+	assert.Equal(t, map[string]float64{"error.type=timeout,polite.fleet.op=reserve": 1}, values(got["polite.fleet.fallbacks"]))
+	assert.InDelta(t, 0.02, values(got["polite.fleet.duration"])["error.type=timeout,polite.fleet.op=reserve"], 0.015)
 }
 
 // closedAddr returns an address of 127.0.0.1 where nothing listens.

@@ -25,11 +25,13 @@
 //	c.Logger = nil
 //	c.Backoff = politeretry.Backoff
 //	c.CheckRetry = politeretry.CheckRetry
+//	c.PrepareRetry = politeretry.PrepareRetry
 //	c.HTTPClient.Transport = polite.New(c.HTTPClient.Transport, polite.WithMaxAttempts(1))
 //
 // polite, below, waits for its turn before every attempt, honours the
 // pauses the server asks for, adapts its rate and gives up at once on a
-// pause too long ([polite.ErrThrottled]); retryablehttp, above, retries.
+// pause too long ([polite.ErrThrottled]); retryablehttp, above, retries,
+// and PrepareRetry tells polite which attempt each retry is.
 // Wrapping c.HTTPClient.Transport, rather than passing nil to
 // [polite.New], keeps retryablehttp's pooled transport. Because polite
 // holds a pause as an absolute time, retryablehttp's wait and polite's

@@ -337,6 +337,11 @@ func (t *Transport) CloseIdleConnections() {
 // from.
 func (t *Transport) RetryBudget() Budget { return t.budget }
 
+// MaxRetryAfter returns the longest delay the server may ask for that the
+// Transport waits on (see [WithMaxRetryAfter]), for a layer that retries
+// above it to keep to the same limit.
+func (t *Transport) MaxRetryAfter() time.Duration { return t.cfg.maxRetryAfter }
+
 // call is the state of one RoundTrip.
 type call struct {
 	t           *Transport

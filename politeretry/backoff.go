@@ -34,8 +34,9 @@ var _ retryablehttp.Backoff = Backoff
 // wrap a huge one to a negative wait that retries at once (PR #297).
 // Under a [polite.Transport] a longer pause is still honoured: polite holds
 // the retry until the pause ends, or refuses it with a [polite.ThrottledError]
-// if the pause is longer than its [polite.WithMaxRetryAfter]; [CheckRetry]
-// stops before that happens for pauses over a minute.
+// if the pause is longer than its [polite.WithMaxRetryAfter]; [NewClient]'s
+// CheckRetry stops before that happens (the package's [CheckRetry], for
+// pauses over a minute, polite's default).
 //
 // min <= 0 means no jitter: only the server's delay is waited for. max <= 0
 // means no wait at all: Backoff returns 0. The result is never negative.

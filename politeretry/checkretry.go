@@ -39,10 +39,10 @@ var _ retryablehttp.CheckRetry = CheckRetry
 //     but not the headers: GET, HEAD, OPTIONS, TRACE, PUT and DELETE are
 //     retried, other methods are not, whatever their headers.
 //  5. The server asked for a delay ([polite.Signals.Delay]) longer than
-//     [polite.DefaultMaxRetryAfter], or one that ends after the context's
-//     deadline: (false, nil), so that retryablehttp hands the response
-//     (a 429 with its body) to the caller at once instead of waiting in
-//     vain.
+//     [polite.DefaultMaxRetryAfter] (the Transport's [polite.WithMaxRetryAfter]
+//     under [NewClient]), or one that ends after the context's deadline:
+//     (false, nil), so that retryablehttp hands the response (a 429 with
+//     its body) to the caller at once instead of waiting in vain.
 //
 // Otherwise it returns (true, nil). When it returns (false, nil) with a
 // response, retryablehttp returns that response with a nil error and its
@@ -53,6 +53,11 @@ var _ retryablehttp.CheckRetry = CheckRetry
 // A request body is never an issue: retryablehttp buffers it and sends it
 // again whole.
 func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	return checkRetry(ctx, resp, err, polite.DefaultMaxRetryAfter)
+}
+
+// checkRetry is CheckRetry with the longest server delay worth waiting for.
+func checkRetry(ctx context.Context, resp *http.Response, err error, maxRetryAfter time.Duration) (bool, error) {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return false, ctxErr
 	}
@@ -66,7 +71,7 @@ func CheckRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	if resp != nil {
 		now := time.Now()
 		if delay, ok := polite.ParseSignals(resp.Header, now).Delay(now); ok {
-			if delay > polite.DefaultMaxRetryAfter {
+			if delay > maxRetryAfter {
 				return false, nil
 			}
 			if deadline, ok := ctx.Deadline(); ok && now.Add(delay).After(deadline) {

@@ -1,6 +1,7 @@
 package politeretry
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -17,7 +18,9 @@ import (
 //   - Logger nil: nothing is logged to stderr (set Logger, or give polite
 //     [polite.WithLogger], to log);
 //   - Backoff, CheckRetry and PrepareRetry set to this package's
-//     [Backoff], [CheckRetry] and [PrepareRetry];
+//     [Backoff], [CheckRetry] and [PrepareRetry] (CheckRetry with the
+//     Transport's [polite.WithMaxRetryAfter] as the longest server delay
+//     worth a retry);
 //   - HTTPClient.Transport wrapped in a [polite.Transport] made with opts
 //     and then [polite.WithMaxAttempts](1), which overrides any attempts
 //     opts set.
@@ -39,10 +42,13 @@ func NewClient(opts ...polite.Option) *retryablehttp.Client {
 	c := retryablehttp.NewClient()
 	c.Logger = nil
 	c.Backoff = Backoff
-	c.CheckRetry = CheckRetry
 	c.PrepareRetry = PrepareRetry
-	c.HTTPClient.Transport = polite.New(c.HTTPClient.Transport,
-		append(slices.Clip(opts), polite.WithMaxAttempts(1))...)
+	t := polite.New(c.HTTPClient.Transport, append(slices.Clip(opts), polite.WithMaxAttempts(1))...)
+	c.HTTPClient.Transport = t
+	maxRetryAfter := t.MaxRetryAfter()
+	c.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		return checkRetry(ctx, resp, err, maxRetryAfter)
+	}
 	return c
 }
 

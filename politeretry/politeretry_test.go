@@ -748,3 +748,33 @@ func TestPrepareRetryCountsOn(t *testing.T) {
 	assert.Equal(t, 3, polite.ResendCount(req.Context()))
 	assert.Zero(t, polite.ResendCount(polite.ContextWithResendCount(t.Context(), -4)), "a negative count is 0")
 }
+
+// NewClient's CheckRetry keeps to the Transport's WithMaxRetryAfter; the
+// package's CheckRetry, to polite's default of a minute.
+func TestNewClientKeepsToTheTransportsMaxRetryAfter(t *testing.T) {
+	req, err := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+	require.NoError(t, err)
+	asks := func(d string) *http.Response {
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {d}}, Request: req}
+	}
+	long := politeretry.NewClient(polite.WithMaxRetryAfter(5 * time.Minute))
+	short := politeretry.NewClient(polite.WithMaxRetryAfter(10 * time.Second))
+	for _, c := range []struct {
+		name  string
+		check retryablehttp.CheckRetry
+		after string
+		want  bool
+	}{
+		{"5 min cap, 2 min asked", long.CheckRetry, "120", true},
+		{"5 min cap, 6 min asked", long.CheckRetry, "360", false},
+		{"10 s cap, 30 s asked", short.CheckRetry, "30", false},
+		{"10 s cap, 5 s asked", short.CheckRetry, "5", true},
+		{"CheckRetry, 2 min asked", politeretry.CheckRetry, "120", false},
+		{"CheckRetry, 1 min asked", politeretry.CheckRetry, "60", true},
+	} {
+		retry, err := c.check(t.Context(), asks(c.after), nil)
+		assert.NoError(t, err, c.name)
+		assert.Equal(t, c.want, retry, c.name)
+	}
+	assert.Equal(t, 5*time.Minute, long.HTTPClient.Transport.(*polite.Transport).MaxRetryAfter())
+}

@@ -853,3 +853,23 @@ func TestEventThrottled(t *testing.T) {
 		})
 	}
 }
+
+// Idempotent judges a request by its method and idempotency headers.
+func TestIdempotent(t *testing.T) {
+	for _, tt := range []struct {
+		method string
+		header string
+		want   bool
+	}{
+		{"", "", true}, {http.MethodGet, "", true}, {http.MethodHead, "", true}, {http.MethodOptions, "", true},
+		{http.MethodTrace, "", true}, {http.MethodPut, "", true}, {http.MethodDelete, "", true},
+		{http.MethodPost, "", false}, {http.MethodPatch, "", false}, {"PROPFIND", "", false},
+		{http.MethodPost, "Idempotency-Key", true}, {http.MethodPatch, "X-Idempotency-Key", true},
+	} {
+		req := &http.Request{Method: tt.method, Header: http.Header{}}
+		if tt.header != "" {
+			req.Header[tt.header] = nil // present with no value: it counts, as net/http counts it
+		}
+		assert.Equal(t, tt.want, polite.Idempotent(req), "%q %q", tt.method, tt.header)
+	}
+}

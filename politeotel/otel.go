@@ -137,53 +137,42 @@ func newMetrics(cfg config) *metrics {
 	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
 	keys := newKeyCap(cfg.maxKeys)
 	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[weak.Pointer[fleet.Fleet]]bool)}
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		return must(meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
 	}
-	var err error
-	m.attempts, err = meter.Int64ObservableCounter("polite.client.attempts", metric.WithUnit("{attempt}"),
-		metric.WithDescription("Requests sent to the server: first attempts and retries."))
-	check(err)
-	m.retries, err = meter.Int64ObservableCounter("polite.client.retries", metric.WithUnit("{retry}"),
-		metric.WithDescription("Failed attempts that polite decided to retry."))
-	check(err)
-	m.throttles, err = meter.Int64ObservableCounter("polite.client.throttles", metric.WithUnit("{response}"),
-		metric.WithDescription("Responses by which the server throttled the client: 429, 503 with Retry-After, or 403 with the quota reported spent."))
-	check(err)
-	m.refusals, err = meter.Int64ObservableCounter("polite.client.refusals", metric.WithUnit("{request}"),
-		metric.WithDescription("Calls or retries that polite refused without sending them."))
-	check(err)
-	m.waits, err = meter.Float64Histogram("polite.client.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("Waits before sending a request, by what was waited for."),
-		metric.WithExplicitBucketBoundaries(waitBuckets...))
-	check(err)
-	m.rate, err = meter.Float64ObservableGauge("polite.client.rate", metric.WithUnit("{request}/s"),
-		metric.WithDescription("The rate each key's requests are paced at."))
-	check(err)
-	m.limit, err = meter.Float64ObservableGauge("polite.client.limit", metric.WithUnit("{request}/s"),
-		metric.WithDescription("The server's limit for each key: stated in its headers, or estimated from its throttling."))
-	check(err)
-	m.budget, err = meter.Int64ObservableGauge("polite.client.retry_budget", metric.WithUnit("{token}"),
-		metric.WithDescription("Tokens left in the retry budgets."))
-	check(err)
-	m.fallbacks, err = meter.Int64ObservableCounter("polite.fleet.fallbacks", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls to Redis that could not be made or answered: the process went on alone."))
-	check(err)
-	m.fleetDuration, err = meter.Float64Histogram("polite.fleet.duration", metric.WithUnit("s"),
-		metric.WithDescription("Round trips to Redis of a fleet."),
-		metric.WithExplicitBucketBoundaries(fleetBuckets...))
-	check(err)
-	_, err = meter.RegisterCallback(m.observe, m.rate, m.limit, m.budget)
-	check(err)
-	_, err = meter.RegisterCallback(m.observeCounts, m.attempts, m.retries, m.throttles, m.refusals, m.fallbacks)
-	check(err)
-	for _, err := range errs {
-		otel.Handle(err) // the instrument is a no-op; the others still work
+	gauge := func(name, desc string) metric.Float64ObservableGauge {
+		return must(meter.Float64ObservableGauge(name, metric.WithUnit("{request}/s"), metric.WithDescription(desc)))
 	}
+	histogram := func(name, desc string, bounds []float64) metric.Float64Histogram {
+		return must(meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(bounds...)))
+	}
+	m.attempts = counter("polite.client.attempts", "{attempt}", "Requests sent to the server: first attempts and retries.")
+	m.retries = counter("polite.client.retries", "{retry}", "Failed attempts that polite decided to retry.")
+	m.throttles = counter("polite.client.throttles", "{response}",
+		"Responses by which the server throttled the client: 429, 503 with Retry-After, or 403 with the quota reported spent.")
+	m.refusals = counter("polite.client.refusals", "{request}", "Calls or retries that polite refused without sending them.")
+	m.fallbacks = counter("polite.fleet.fallbacks", "{call}",
+		"Calls to Redis that could not be made or answered: the process went on alone.")
+	m.waits = histogram("polite.client.wait.duration", "Waits before sending a request, by what was waited for.", waitBuckets)
+	m.fleetDuration = histogram("polite.fleet.duration", "Round trips to Redis of a fleet.", fleetBuckets)
+	m.rate = gauge("polite.client.rate", "The rate each key's requests are paced at.")
+	m.limit = gauge("polite.client.limit", "The server's limit for each key: stated in its headers, or estimated from its throttling.")
+	m.budget = must(meter.Int64ObservableGauge("polite.client.retry_budget", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens left in the retry budgets.")))
+	must(meter.RegisterCallback(m.observe, m.rate, m.limit, m.budget))
+	must(meter.RegisterCallback(m.observeCounts, m.attempts, m.retries, m.throttles, m.refusals, m.fallbacks))
 	return m
+}
+
+// must returns v, and hands err, if any, to OpenTelemetry's error handler:
+// an instrument that could not be made is a no-op, and the others still
+// work.
+func must[T any](v T, err error) T {
+	if err != nil {
+		otel.Handle(err)
+	}
+	return v
 }
 
 // watch learns of a Transport that New made with m's hooks: its state is

@@ -1,6 +1,8 @@
 package politeotel_test
 
 import (
+	"context"
+	"net/http/httptrace"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,4 +73,19 @@ func attr(kvs []attribute.KeyValue, key string) (attribute.Value, bool) {
 		}
 	}
 	return attribute.Value{}, false
+}
+
+// ClientTraceWith sets the resend count as ClientTrace does, and returns
+// the ClientTrace the caller's function makes, or an empty one for nil.
+func TestClientTraceWith(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, span := tp.Tracer("test").Start(polite.ContextWithResendCount(t.Context(), 2), "attempt")
+	mine := &httptrace.ClientTrace{}
+	assert.Same(t, mine, politeotel.ClientTraceWith(func(context.Context) *httptrace.ClientTrace { return mine })(ctx))
+	assert.NotNil(t, politeotel.ClientTraceWith(func(context.Context) *httptrace.ClientTrace { return nil })(ctx))
+	span.End()
+	n, ok := attr(rec.Ended()[0].Attributes(), "http.request.resend_count")
+	require.True(t, ok)
+	assert.Equal(t, int64(2), n.AsInt64())
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -682,24 +683,31 @@ func TestNewClientKeepsPolitesPacing(t *testing.T) {
 		{"Retry-After 1", []string{"Retry-After", "1"}, 30 * time.Second, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, func(n int64, w http.ResponseWriter, r *http.Request) {
-				if n == 1 {
-					always(http.StatusTooManyRequests, tc.header...)(n, w, r)
-					return
-				}
-				always(http.StatusOK)(n, w, r)
+			synctest.Test(t, func(t *testing.T) {
+				// In fake time, over a server in memory: NewClient's
+				// settings, and polite in pace-only mode under them.
+				var times []time.Time
+				next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					times = append(times, time.Now())
+					resp := response(http.StatusOK)
+					if len(times) == 1 {
+						resp = response(http.StatusTooManyRequests, tc.header...)
+					}
+					resp.Request = req
+					return resp, nil
+				})
+				c := politeretry.NewClient()
+				c.RetryWaitMin, c.RetryWaitMax = time.Millisecond, tc.waitMax
+				c.HTTPClient = &http.Client{Transport: polite.New(next, polite.WithMaxAttempts(1))}
+				resp, err := c.Get("http://api.test/")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				_ = readBody(t, resp)
+				require.Len(t, times, 2)
+				gap := times[1].Sub(times[0])
+				t.Logf("second request %v after the first", gap)
+				assert.GreaterOrEqual(t, gap, tc.gap)
 			})
-			c := fastClient(t, nil)
-			c.RetryWaitMax = tc.waitMax
-			resp, err := c.Get(srv.URL)
-			require.NoError(t, err)
-			assert.Equal(t, http.StatusOK, resp.StatusCode)
-			_ = readBody(t, resp)
-			times := srv.arrivals()
-			require.Len(t, times, 2)
-			gap := times[1].Sub(times[0])
-			t.Logf("second request %v after the first", gap)
-			assert.GreaterOrEqual(t, gap, tc.gap)
 		})
 	}
 }
@@ -778,3 +786,7 @@ func TestNewClientKeepsToTheTransportsMaxRetryAfter(t *testing.T) {
 	}
 	assert.Equal(t, 5*time.Minute, long.HTTPClient.Transport.(*polite.Transport).MaxRetryAfter())
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

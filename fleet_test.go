@@ -91,6 +91,21 @@ func TestFleetHearsAPause(t *testing.T) {
 	})
 }
 
+// A response that both reports its quota spent and asks for a Retry-After
+// is told to the fleet once, for the later of the two.
+func TestFleetHearsOnePauseAResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(http.StatusTooManyRequests, "Retry-After", "3", "RateLimit", `"default";r=0;t=10`), status(200))
+		f := &downFleet{size: 1}
+		tr := polite.New(next, polite.WithRate(10, 1), polite.WithFleet(f))
+		start := time.Now()
+		resp := fetch(t, tr, "http://api.test/")
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, int64(1), f.paused.Load(), "one call to the store")
+		assert.GreaterOrEqual(t, time.Since(start), 10*time.Second, "the later of the two")
+	})
+}
+
 // recordingFleet grants every send at once and records what it was asked.
 type recordingFleet struct {
 	mu   sync.Mutex

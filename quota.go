@@ -257,3 +257,10 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -539,10 +539,11 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 	case s.HasQuota:
 		q = ks.ownQuota()
 	}
+	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
 	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
 		stated = q.sync(now, s.Quota)
 		if c.t.cfg.fleet != nil && (s.Bucket == "" || s.Global) {
-			c.pauseFleet(ks, q.spentUntil(), now) // spent until its reset: for the whole fleet
+			fleetUntil = q.spentUntil() // spent until its reset: for the whole fleet
 		}
 	}
 	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
@@ -556,16 +557,17 @@ func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (sta
 	// the throttle, slows the other calls. A longer delay, or one stated
 	// to the millisecond, holds the key.
 	if !throttled || !s.HasRetryAfter || s.RetryAfterSlack > 0 && s.RetryAfter <= s.RetryAfterSlack {
+		c.pauseFleet(ks, fleetUntil, now)
 		return stated
 	}
 	until := now.Add(min(s.RetryAfter, maxPause))
 	c.pin(s, until)
 	if q != nil && s.Bucket != "" && !s.Global {
-		q.exhaust(until)
+		q.exhaust(until) // the bucket's: fleetUntil is zero
 		return stated
 	}
 	ks.pause(until)
-	c.pauseFleet(ks, until, now)
+	c.pauseFleet(ks, maxTime(until, fleetUntil), now)
 	return stated
 }
 

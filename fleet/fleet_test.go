@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +20,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv("POLITE_FLEET_CHILD") == "1" {
+		fleetChild() // a process of a multi-process run, not a test
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var ctx = context.Background()
 

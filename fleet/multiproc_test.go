@@ -197,7 +197,7 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 	var cmds []*exec.Cmd
 	var outs []*bufio.Scanner
 	for i := range fr.procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFleetChild$", "-test.count=1")
+		cmd := exec.Command(os.Args[0]) // TestMain runs it as a process of the fleet
 		cmd.Env = append(os.Environ(),
 			"POLITE_FLEET_CHILD=1",
 			"POLITE_FLEET_URL="+hs.URL,
@@ -283,12 +283,10 @@ func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
 	return calls
 }
 
-// TestFleetChild is a process of a multi-process run: it does nothing
-// unless the run started it.
-func TestFleetChild(t *testing.T) {
-	if os.Getenv("POLITE_FLEET_CHILD") != "1" {
-		return // not a child: a run starts this test in processes of its own
-	}
+// fleetChild is a process of a multi-process run, which the run starts as
+// the test binary with POLITE_FLEET_CHILD=1 (see TestMain): it sends
+// requests for the run's length and prints its report.
+func fleetChild() {
 	url := os.Getenv("POLITE_FLEET_URL")
 	perSecond, _ := strconv.ParseFloat(os.Getenv("POLITE_FLEET_RATE"), 64)
 	workers, _ := strconv.Atoi(os.Getenv("POLITE_FLEET_WORKERS"))

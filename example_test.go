@@ -2,6 +2,7 @@ package polite_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -205,6 +206,32 @@ func ExampleParseSignals() {
 	s := polite.ParseSignals(h, now)
 	fmt.Printf("%s: %.0f of %.0f left, renewed in %v\n", s.Quota.Policy, s.Quota.Remaining, s.Quota.Limit, s.Quota.Reset.Sub(now))
 	// Output: burst: 40 of 100 left, renewed in 30s
+}
+
+// The signals as JSON, as `polite inspect -json` prints them: snake_case
+// names, durations in seconds.
+func ExampleSignals_MarshalJSON() {
+	h := http.Header{}
+	h.Set("Retry-After", "30")
+	h.Set("X-RateLimit-Limit", "60")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "1767225630")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b, _ := json.Marshal(polite.ParseSignals(h, now))
+	fmt.Println(string(b))
+	// Output: {"retry_after":30,"has_retry_after":true,"retry_after_slack":1,"quota":{"limit":60,"remaining":0,"reset":"2026-01-01T00:00:30Z","slack":1,"window":0,"policy":"","unit":""},"has_quota":true,"bucket":"","global":false,"cached":false}
+}
+
+// Which headers of a response polite reads.
+func ExampleIsSignalHeader() {
+	for _, name := range []string{"x-ratelimit-remaining", "RateLimit-Policy", "Retry-After", "Content-Type"} {
+		fmt.Println(name, polite.IsSignalHeader(name))
+	}
+	// Output:
+	// x-ratelimit-remaining true
+	// RateLimit-Policy true
+	// Retry-After true
+	// Content-Type false
 }
 
 // A crawler's Transport: each host's robots.txt read for its Crawl-delay

@@ -118,6 +118,14 @@ func ParseSignals(h http.Header, now time.Time) Signals {
 	return r.signals(now)
 }
 
+// IsSignalHeader reports whether [ParseSignals] reads the header field
+// named name (in any case): the Retry-After and rate-limit fields it
+// understands, and Date and Age, by which it corrects them.
+func IsSignalHeader(name string) bool {
+	var r reading
+	return r.take(textproto.CanonicalMIMEHeaderKey(name), []string{""})
+}
+
 // reading collects the raw values of the headers that matter, so that they
 // are interpreted in one place, after the Date that corrects them is known.
 type reading struct {

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"math"
 	"strings"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -16,7 +17,8 @@ type KeyStatus struct {
 	// Rate is the rate the key's requests are paced at, in requests per
 	// second: its token bucket's ([WithRate], or its controller's once
 	// the server has throttled it), or the pace of the quota the server
-	// reports, whichever is slower. 0 when nothing paces the key.
+	// reports (its limit over its window, or what is left of it spread
+	// until its reset), whichever is slower. 0 when nothing paces the key.
 	Rate float64
 	// Limit is the server's limit for the key as polite knows it, in
 	// requests per second: the quota the server states, or else the
@@ -51,7 +53,7 @@ func (t *Transport) Keys() iter.Seq[KeyStatus] {
 			}
 			sh.mu.RUnlock()
 			for j, ks := range states {
-				if !yield(t.status(keys[j], ks)) {
+				if !yield(t.status(keys[j], ks, time.Now())) {
 					return
 				}
 			}
@@ -59,8 +61,8 @@ func (t *Transport) Keys() iter.Seq[KeyStatus] {
 	}
 }
 
-// status returns the status of key, whose state is ks.
-func (t *Transport) status(key string, ks *keyState) KeyStatus {
+// status returns the status of key, whose state is ks, at now.
+func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 	s := KeyStatus{Key: key}
 	ks.mu.Lock()
 	if ks.limiter != nil && ks.limit != rate.Inf && ks.limit > 0 {
@@ -68,15 +70,23 @@ func (t *Transport) status(key string, ks *keyState) KeyStatus {
 	}
 	var q *serverQuota
 	var ctl controller
+	share := 1.0
 	if x := ks.extra; x != nil {
 		q, ctl = x.quota, x.ctl
+		if f := t.cfg.fleet; f != nil {
+			share = 1 / float64(max(f.Size(), x.members, 1))
+		}
 	}
 	ks.mu.Unlock()
 	if q != nil {
 		q.mu.Lock()
 		limit := q.rateLocked()
+		paced := limit * (1 - quotaMargin)
+		if spread, ok := q.spreadLocked(now, share); ok && (paced == 0 || spread < paced) {
+			paced = spread
+		}
 		q.mu.Unlock()
-		if paced := limit * (1 - quotaMargin); paced > 0 && (s.Rate == 0 || paced < s.Rate) {
+		if paced > 0 && (s.Rate == 0 || paced < s.Rate) {
 			s.Rate = paced
 		}
 		s.Limit = limit

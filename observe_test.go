@@ -626,6 +626,19 @@ func TestKeys(t *testing.T) {
 			},
 		},
 		{
+			name:   "what is left of a long window, spread until its reset",
+			script: []reply{
+				status(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4990", "X-RateLimit-Reset", "1800"),
+				status(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4989", "X-RateLimit-Reset", "1800"),
+			},
+			urls: []string{"http://a.test/", "http://a.test/"},
+			check: func(t *testing.T, ks []polite.KeyStatus) {
+				require.Len(t, ks, 1)
+				assert.Zero(t, ks[0].Limit, "the window is not known yet")
+				assert.InDelta(t, 4989.0/1799*0.98, ks[0].Rate, 1e-9, "4,989 left by the earliest the reset may come (a reset that stayed put), less the margin")
+			},
+		},
+		{
 			name:   "a stated quota under a faster WithRate",
 			opts:   []polite.Option{polite.WithRate(50, 1)},
 			script: []reply{status(200, statedQuota...)},

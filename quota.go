@@ -168,8 +168,8 @@ func (q *serverQuota) reserve(now time.Time, share float64, fleet bool) (wait ti
 	// Spend what is left evenly by the earliest the renewal may come; from
 	// then on, at the ceiling, counting down what is left.
 	rate := ceiling
-	if aim := q.resetAt.Sub(now) - q.slack; aim > 0 {
-		rate = q.left / aim.Seconds() * (1 - quotaMargin) * share
+	if spread, ok := q.spreadLocked(now, share); ok {
+		rate = spread
 		if ceiling > 0 {
 			rate = min(rate, ceiling)
 		}
@@ -177,6 +177,21 @@ func (q *serverQuota) reserve(now time.Time, share float64, fleet bool) (wait ti
 	q.left--
 	q.inflight++
 	return q.space(now, rate), false, true
+}
+
+// spreadLocked returns the rate, in requests a second, at which share of
+// what is left of the quota is spent by the earliest its renewal may come,
+// if what is left is counted down and there is time before then. It
+// requires q.mu held.
+func (q *serverQuota) spreadLocked(now time.Time, share float64) (float64, bool) {
+	if q.resetAt.IsZero() || q.left < 1 {
+		return 0, false
+	}
+	aim := q.resetAt.Sub(now) - q.slack
+	if aim <= 0 {
+		return 0, false
+	}
+	return q.left / aim.Seconds() * (1 - quotaMargin) * share, true
 }
 
 // peek returns how long a request would wait at instant at, without taking

@@ -223,7 +223,11 @@ func (in *inspection) nextRequest() string {
 
 // withSlack writes d, and how far from the server's true value it may be.
 func withSlack(d, slack time.Duration) string {
-	s := d.Round(time.Millisecond).String()
+	precision := time.Millisecond
+	if slack >= time.Second {
+		precision = time.Second // finer digits would only be noise
+	}
+	s := d.Round(precision).String()
 	if slack > 0 {
 		s += " (±" + slack.String() + ")"
 	}

@@ -626,7 +626,7 @@ func TestKeys(t *testing.T) {
 			},
 		},
 		{
-			name:   "what is left of a long window, spread until its reset",
+			name: "what is left of a long window, spread until its reset",
 			script: []reply{
 				status(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4990", "X-RateLimit-Reset", "1800"),
 				status(200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4989", "X-RateLimit-Reset", "1800"),

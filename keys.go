@@ -3,6 +3,7 @@ package polite
 import (
 	"iter"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,10 +19,13 @@ type KeyStatus struct {
 	// second: its token bucket's ([WithRate], or its controller's once
 	// the server has throttled it), or the pace of the quota the server
 	// reports (its limit over its window, or what is left of it spread
-	// until its reset), whichever is slower. 0 when nothing paces the key.
+	// until its reset; for a server that names the buckets its routes
+	// count against, the slowest of them), whichever is slower. 0 when
+	// nothing paces the key.
 	Rate float64
 	// Limit is the server's limit for the key as polite knows it, in
-	// requests per second: the quota the server states, or else the
+	// requests per second: the quota the server states (the key's own,
+	// or else the lowest of its routes' buckets), or else the
 	// estimate of the key's controller (its rate at the last throttle).
 	// 0 when neither is known.
 	Limit float64
@@ -52,8 +56,9 @@ func (t *Transport) Keys() iter.Seq[KeyStatus] {
 				}
 			}
 			sh.mu.RUnlock()
+			now := time.Now()
 			for j, ks := range states {
-				if !yield(t.status(keys[j], ks, time.Now())) {
+				if !yield(t.status(keys[j], ks, now)) {
 					return
 				}
 			}
@@ -68,17 +73,28 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 	if ks.limiter != nil && ks.limit != rate.Inf && ks.limit > 0 {
 		s.Rate = float64(ks.limit)
 	}
-	var q *serverQuota
+	// The key's own quota first, then those of the buckets its server
+	// named for its routes (few, though many routes may share them).
+	var quotas []*serverQuota
 	var ctl controller
-	share := 1.0
+	members, own := 0, false
 	if x := ks.extra; x != nil {
-		q, ctl = x.quota, x.ctl
-		if f := t.cfg.fleet; f != nil {
-			share = 1 / float64(max(f.Size(), x.members, 1))
+		ctl, members = x.ctl, x.members
+		if x.quota != nil {
+			quotas, own = append(quotas, x.quota), true
+		}
+		for _, q := range x.routes {
+			if !slices.Contains(quotas, q) {
+				quotas = append(quotas, q)
+			}
 		}
 	}
 	ks.mu.Unlock()
-	if q != nil {
+	share := 1.0
+	if f := t.cfg.fleet; f != nil && len(quotas) > 0 {
+		share = 1 / float64(max(f.Size(), members, 1))
+	}
+	for i, q := range quotas {
 		q.mu.Lock()
 		limit := q.rateLocked()
 		paced := limit * (1 - quotaMargin)
@@ -89,7 +105,11 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 		if paced > 0 && (s.Rate == 0 || paced < s.Rate) {
 			s.Rate = paced
 		}
-		s.Limit = limit
+		switch {
+		case limit <= 0 || own && i > 0 && s.Limit > 0: // the key's own limit stands
+		case s.Limit == 0 || limit < s.Limit:
+			s.Limit = limit
+		}
 	}
 	if s.Limit == 0 {
 		switch c := ctl; {

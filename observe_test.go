@@ -639,6 +639,16 @@ func TestKeys(t *testing.T) {
 			},
 		},
 		{
+			name: "the quota of a bucket the server names for the route",
+			script: []reply{status(200, "X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "50",
+				"X-RateLimit-Reset-After", "60", "X-RateLimit-Bucket", "abcd1234")},
+			urls: []string{"http://a.test/channels/1"},
+			check: func(t *testing.T, ks []polite.KeyStatus) {
+				require.Len(t, ks, 1)
+				assert.InDelta(t, 50.0/59*0.98, ks[0].Rate, 1e-9, "50 left by the earliest the reset may come, less the margin")
+			},
+		},
+		{
 			name:   "a stated quota under a faster WithRate",
 			opts:   []polite.Option{polite.WithRate(50, 1)},
 			script: []reply{status(200, statedQuota...)},

@@ -50,6 +50,9 @@ func (s Signals) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes what [Signals.MarshalJSON] encodes. A duration
 // that is negative or too long for a time.Duration is an error.
 func (s *Signals) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil // as encoding/json leaves a value it reads null into
+	}
 	var w signalsJSON
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
@@ -86,6 +89,9 @@ func (q Quota) MarshalJSON() ([]byte, error) { return json.Marshal(q.wire()) }
 
 // UnmarshalJSON decodes what [Quota.MarshalJSON] encodes.
 func (q *Quota) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
 	var w quotaJSON
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err

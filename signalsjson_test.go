@@ -52,6 +52,15 @@ func TestSignalsJSONNames(t *testing.T) {
 	var q Quota
 	require.NoError(t, json.Unmarshal([]byte(`{"limit":10,"remaining":2,"window":0.5}`), &q))
 	assert.Equal(t, Quota{Limit: 10, Remaining: 2, Window: 500 * time.Millisecond}, q, "a missing reset is the zero time")
+
+	// null leaves a value as it was, as encoding/json does.
+	require.NoError(t, json.Unmarshal([]byte(`null`), &q))
+	assert.Equal(t, 10.0, q.Limit)
+	got := s
+	require.NoError(t, json.Unmarshal([]byte(`null`), &got))
+	assert.Equal(t, s, got)
+	require.NoError(t, json.Unmarshal([]byte(`{"has_quota":true,"quota":null}`), &got))
+	assert.True(t, got.HasQuota)
 }
 
 func TestSignalsJSONRefusesBadDurations(t *testing.T) {

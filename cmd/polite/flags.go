@@ -26,16 +26,24 @@ type transportFlags struct {
 	userAgent     string
 }
 
-// register defines the flags on fs.
+// register defines every flag on fs.
 func (f *transportFlags) register(fs *flag.FlagSet) {
-	fs.Var(&f.rate, "rate", "requests a second to each host, as N, N/s, N/m or N/h (default: none; polite learns each host's limit from its answers)")
-	fs.IntVar(&f.burst, "burst", 1, "requests to a host that -rate lets go at once")
+	f.registerPacing(fs, 5*time.Minute)
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "requests in flight to each host at most (0: no cap)")
-	fs.Var(&f.globalRate, "global-rate", "requests a second to all hosts together, as N, N/s, N/m or N/h (default: none)")
+	fs.Var(&f.globalRate, "global-rate", "requests a second to all hosts together, as N, N/s, N/m or N/h, in bursts of -burst (default: none)")
 	fs.BoolVar(&f.robots, "robots", false, "read each host's robots.txt and keep to its Crawl-delay (Allow and Disallow are not checked)")
 	fs.IntVar(&f.retries, "retries", polite.DefaultMaxAttempts-1, "retries of a request after its first attempt, at most")
+}
+
+// registerPacing defines the flags that say how a host is paced and how
+// long a call may take: -rate, -burst, -max-retry-after, -timeout (whose
+// default is timeout) and -user-agent. The others keep their zero values:
+// no cap in flight, no global rate, no robots.txt, no retries.
+func (f *transportFlags) registerPacing(fs *flag.FlagSet, timeout time.Duration) {
+	fs.Var(&f.rate, "rate", "requests a second to each host, as N, N/s, N/m or N/h (default: none; polite learns each host's limit from its answers)")
+	fs.IntVar(&f.burst, "burst", 1, "requests to a host that -rate lets go at once (and to all hosts, under -global-rate)")
 	fs.DurationVar(&f.maxRetryAfter, "max-retry-after", polite.DefaultMaxRetryAfter, "longest pause asked by a server that polite waits out; a longer one fails the request")
-	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "time a URL may take, waits and retries included (0: none)")
+	fs.DurationVar(&f.timeout, "timeout", timeout, "time a URL may take, waits and retries included (0: none)")
 	fs.StringVar(&f.userAgent, "user-agent", defaultUserAgent(), "User-Agent of every request")
 }
 

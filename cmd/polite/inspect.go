@@ -35,24 +35,20 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 	asJSON := fs.Bool("json", false, "print the parsed signals as one JSON object")
 	var headers headerFlag
 	fs.Var(&headers, "H", "a request header, as 'Name: value' (repeatable)")
-	var rateF rateFlag
-	fs.Var(&rateF, "rate", "the rate you would give polite for this host, as N, N/s, N/m or N/h (default: none)")
-	burst := fs.Int("burst", 1, "the burst you would give with -rate")
-	maxRetryAfter := fs.Duration("max-retry-after", polite.DefaultMaxRetryAfter, "longest pause asked by a server that polite would wait out")
-	timeout := fs.Duration("timeout", 30*time.Second, "time the request may take (0: none)")
-	userAgent := fs.String("user-agent", defaultUserAgent(), "User-Agent of the request")
+	var tf transportFlags
+	tf.registerPacing(fs, 30*time.Second)
 	if code := parseFlags(fs, args, e); code >= 0 {
 		return code
 	}
 	switch {
+	case fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-"):
+		return usageError(fs, "flags go before the URL")
 	case fs.NArg() != 1:
 		return usageError(fs, "give one URL")
-	case *burst < 1:
-		return usageError(fs, "-burst must be at least 1, not %d", *burst)
-	case *timeout < 0 || *maxRetryAfter < 0:
-		return usageError(fs, "-timeout and -max-retry-after must be 0 or more")
 	}
-	tf := transportFlags{userAgent: *userAgent}
+	if err := tf.check(); err != nil {
+		return usageError(fs, "%v", err)
+	}
 	req, err := tf.newRequest(strings.ToUpper(*method), fs.Arg(0))
 	if err != nil {
 		return usageError(fs, "%v", err)
@@ -60,19 +56,16 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 	for _, h := range headers {
 		req.Header.Add(h.name, h.value)
 	}
-	if *timeout > 0 {
+	if tf.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, tf.timeout)
 		defer cancel()
 	}
 
-	opts := []polite.Option{polite.WithMaxAttempts(1), polite.WithMaxRetryAfter(*maxRetryAfter)}
-	if rateF > 0 {
-		opts = append(opts, polite.WithRate(float64(rateF), *burst))
-	}
 	next := http.DefaultTransport.(*http.Transport).Clone()
 	defer next.CloseIdleConnections()
-	tr := polite.New(next, opts...)
+	tr := polite.New(next, tf.options()...) // one attempt: tf has no retries
+	key := strings.ToLower(req.URL.Host)    // polite's default key
 	start := time.Now()
 	resp, err := tr.RoundTrip(req.WithContext(ctx))
 	if err != nil {
@@ -93,10 +86,10 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 		}
 		return exitOK
 	}
-	status := keyStatus(tr, req.URL.Host)
+	status := keyStatus(tr, key)
 	report := inspection{
 		req: req, resp: resp, took: now.Sub(start), now: now,
-		signals: signals, status: status, maxRetryAfter: *maxRetryAfter,
+		signals: signals, status: status, maxRetryAfter: tf.maxRetryAfter, rate: float64(tf.rate),
 	}
 	if err := report.write(e.stdout); err != nil {
 		fmt.Fprintf(e.stderr, "polite inspect: %v\n", err)
@@ -124,6 +117,7 @@ type inspection struct {
 	signals       polite.Signals
 	status        polite.KeyStatus
 	maxRetryAfter time.Duration
+	rate          float64 // -rate, 0 if none
 }
 
 // write prints the inspection for a reader.
@@ -192,9 +186,16 @@ func (in *inspection) write(w io.Writer) error {
 	fmt.Fprintf(tw, "\nWhat polite would do for %s:\n", in.status.Key)
 	fmt.Fprintf(tw, "  next request\t%s\n", in.nextRequest())
 	if in.status.Rate > 0 {
-		fmt.Fprintf(tw, "  pace\t%s requests/s\n", number(in.status.Rate))
+		by := ""
+		switch {
+		case in.signals.HasQuota && (in.rate == 0 || in.status.Rate < in.rate):
+			by = " (by the quota: what is left of it spread until its reset, or its limit over its window, less a margin)"
+		case in.rate > 0:
+			by = " (-rate)"
+		}
+		fmt.Fprintf(tw, "  pace\t%s requests/s%s\n", number(in.status.Rate), by)
 	} else if in.signals.HasQuota {
-		fmt.Fprintf(tw, "  pace\tnone yet: polite paces by the quota once it knows its window, or once a second response confirms its reset\n")
+		fmt.Fprintf(tw, "  pace\tnone yet: the quota says too little to pace by (its window, or a reset far enough ahead); the next responses may tell\n")
 	} else {
 		fmt.Fprintf(tw, "  pace\tnone yet: requests go at once until the server throttles one (429, or 503 with Retry-After); polite then learns the host's limit\n")
 	}

@@ -142,6 +142,20 @@ func TestInspectSaysWhatPoliteWouldDo(t *testing.T) {
 		assert.Regexp(t, `pace +\d+(\.\d+)? requests/s`, r.stdout)
 		assert.Regexp(t, `window +1m0s\n`, r.stdout)
 	})
+	t.Run("a named bucket's quota paces the host", func(t *testing.T) {
+		srv := dialectServer(t, 200, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4990", "X-RateLimit-Reset", "{now+1800}", "X-RateLimit-Resource", "core")
+		r := runPolite(t, "", "", 20*time.Second, "inspect", srv.URL)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Regexp(t, `pace +2\.7\d requests/s`, r.stdout, "4,990 spread over the half hour to the reset")
+	})
+	t.Run("the key is the lower-cased host", func(t *testing.T) {
+		srv := dialectServer(t, 200)
+		url := strings.Replace(srv.URL, "127.0.0.1", "LOCALHOST", 1)
+		r := runPolite(t, "", "", 20*time.Second, "inspect", "-rate", "5", url)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Regexp(t, `pace +5 requests/s`, r.stdout)
+		assert.Contains(t, r.stdout, "What polite would do for localhost:")
+	})
 	t.Run("no headers on HEAD", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "Bearer t0ken" {
@@ -176,6 +190,8 @@ func TestInspectFailures(t *testing.T) {
 	}{
 		{[]string{"inspect"}, exitUsage, "give one URL"},
 		{[]string{"inspect", "a", "b"}, exitUsage, "give one URL"},
+		{[]string{"inspect", "http://example.com/", "-json"}, exitUsage, "flags go before the URL"},
+		{[]string{"inspect", "-burst", "0", "http://example.com/"}, exitUsage, "-burst must be at least 1"},
 		{[]string{"inspect", "ftp://example.com/"}, exitUsage, "not an http or https URL"},
 		{[]string{"inspect", "-H", "nocolon", "http://example.com/"}, exitUsage, "is not a header"},
 		{[]string{"inspect", "-rate", "fast", "http://example.com/"}, exitUsage, "is not a rate"},

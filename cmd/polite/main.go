@@ -12,11 +12,10 @@
 // failed (a URL that could not be fetched, a server that could not be
 // reached), and 2 when the command line is wrong.
 //
-// Install it with
-//
-//	go install github.com/politehttp/polite/cmd/polite@latest
-//
-// or run it from a clone of the repository with go run ./cmd/polite.
+// Build it in a clone of the repository with go build ./cmd/polite, or
+// run it with go run ./cmd/polite. (Its go.mod points at the library in
+// the same clone, so go install …@latest is not available before polite
+// is tagged.)
 package main
 
 import (

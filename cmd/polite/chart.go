@@ -311,8 +311,10 @@ func (c *chart) legend() [][]legendEntry {
 	}}}
 }
 
-// secondTicks marks every second of the x axis, and labels every one, two
-// or five of them, whichever keeps the labels readable.
+// secondTicks labels the x axis every 1, 2, 5, 10, 30 or 60 seconds, the
+// shortest step that cuts the run into at most 15 (60 s for runs past 15
+// minutes), and marks it every fifth of that step but at most every second:
+// every second for steps up to 5 s, every 2, 6 or 12 s for longer ones.
 type secondTicks struct{}
 
 // Ticks implements plot.Ticker.

@@ -127,4 +127,15 @@ func TestSecondTicks(t *testing.T) {
 	assert.Equal(t, []string{"0", "1", "2", "3"}, labels(0, 3))
 	assert.Equal(t, []string{"0", "2", "4", "6", "8", "10", "12", "14", "16", "18", "20", "22", "24"}, labels(0, 24))
 	assert.Equal(t, []string{"0", "5", "10", "15", "20", "25", "30", "35", "40", "45", "50", "55", "60"}, labels(0, 60))
+
+	// The marks: every second, up to a step of 5 s; then a fifth of
+	// the step.
+	spacing := func(lo, hi float64) float64 {
+		ticks := (secondTicks{}).Ticks(lo, hi)
+		require.GreaterOrEqual(t, len(ticks), 2)
+		return ticks[1].Value - ticks[0].Value
+	}
+	for _, tt := range []struct{ hi, want float64 }{{3, 1}, {24, 1}, {60, 1}, {120, 2}, {300, 6}, {3600, 12}} {
+		assert.InDelta(t, tt.want, spacing(0, tt.hi), 1e-9, "marks of a run of %gs", tt.hi)
+	}
 }

@@ -129,7 +129,7 @@ func demo(ctx context.Context, f demoFlags, format string, e *env) error {
 		return err
 	}
 
-	rep := newReport(groups, f, out)
+	rep := newReport(groups, f, fl, out)
 	var chartErr error
 	if out != nil {
 		chartErr = writeChart(out.f, newChart(groups, f.duration, fl), format)
@@ -213,14 +213,17 @@ func drive(ctx context.Context, groups [][]*demoRun, origin time.Time, d time.Du
 	return interrupted, err
 }
 
-// newReport returns the results of groups, run as f says; out is the
-// chart's file, if any.
-func newReport(groups [][]*demoRun, f demoFlags, out *pendingFile) *demoReport {
+// newReport returns the results of groups, run as f says; fl, if not nil,
+// is how polite ran as a fleet, and out is the chart's file, if any.
+func newReport(groups [][]*demoRun, f demoFlags, fl *fleetConfig, out *pendingFile) *demoReport {
 	rep := &demoReport{
 		LimitPerSecond:  demoLimit,
 		DurationSeconds: f.duration.Seconds(),
 		Workers:         demoWorkers,
 		Fleet:           f.fleet,
+	}
+	if fl != nil {
+		rep.FleetNamespace = fl.ns
 	}
 	if out != nil {
 		rep.Chart = out.path
@@ -326,8 +329,15 @@ type pendingFile struct {
 // file for it.
 func createPending(path string) (*pendingFile, error) {
 	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("cannot write the chart to %s: no directory %s", path, dir)
+	case err != nil:
+		// Permission denied, a name too long…: the error says which.
+		return nil, fmt.Errorf("cannot write the chart to %s: %w", path, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("cannot write the chart to %s: %s is not a directory", path, dir)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {

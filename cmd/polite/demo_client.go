@@ -182,8 +182,12 @@ func newOracle(next http.RoundTripper, sc scenario, origin time.Time, d time.Dur
 }
 
 // RoundTrip waits for a turn at the current limit, then sends req once.
+// If it gives up waiting, it closes req's body, as a RoundTripper must.
 func (o *oracle) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := o.wait(req.Context()); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
 		return nil, err
 	}
 	return o.next.RoundTrip(req)

@@ -14,7 +14,8 @@ type demoReport struct {
 	LimitPerSecond  float64          `json:"limit_per_second"`
 	DurationSeconds float64          `json:"duration_seconds"`
 	Workers         int              `json:"workers"`
-	Fleet           int              `json:"fleet"` // polite's Transports sharing a quota; 0: one Transport
+	Fleet           int              `json:"fleet"`                     // polite's Transports sharing a quota; 0: one Transport
+	FleetNamespace  string           `json:"fleet_namespace,omitempty"` // the prefix of the fleet's Redis keys, new for each demo
 	Chart           string           `json:"chart,omitempty"`
 	Scenarios       []scenarioReport `json:"scenarios"`
 	Results         []demoResult     `json:"results"`

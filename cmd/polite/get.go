@@ -35,15 +35,17 @@ is the URL's host and path, with every character but letters, digits, '.',
 '-' and '_' made '_', no leading dot, no "..", at most 100 bytes, then '-'
 and 12 hex digits of the URL's SHA-256, then the path's extension if it has
 one: https://example.com/a/b.json becomes example.com_a_b-<hash>.json. A body
-is written to a temporary file in DIR first, renamed when it is whole, and
-removed if it breaks. Bodies of other statuses are read and discarded.
+is written to a temporary file in DIR first, named .polite-*.part, renamed
+when it is whole (mode 0644), and removed if it breaks; a process killed
+outright (SIGKILL, or a second Ctrl-C) cannot remove it, and may leave a
+.polite-*.part file in DIR. Bodies of other statuses are read and discarded.
 
 -jsonl FILE writes one JSON object a line for each URL fetched, as it ends:
   url       the URL as given
   status    the final response's status, 0 when there was none
   bytes     body bytes received (up to the break, for a broken body)
   attempts  requests sent for it, retries and redirects included
-  waited    seconds it waited in polite: pacing, pauses, backoff
+  waited    seconds it waited in polite: pacing, pauses, backoff, robots.txt
   elapsed   seconds from the URL's start to the end of its body
   error     why there is no response or no whole body, "" when none
 A non-2xx status is no "error", but the URL counts as failed.
@@ -220,7 +222,7 @@ func (g *getter) run(ctx context.Context, urls []string) getSummary {
 			break
 		}
 		wg.Go(func() {
-			rec := &getRecord{sched: sched, job: j}
+			rec := newGetRecord(sched, j)
 			res, waited := g.fetch(runCtx, j.url, rec)
 			sched.release(j)
 			g.tally.add(res, waited)

@@ -11,13 +11,13 @@ import (
 )
 
 // fetch fetches rawURL, whose call rec records, and returns its line and
-// the time it waited: the
-// request goes through the getter's client, bounded by -timeout (waits
-// and retries included), and the body of a 2xx response goes to the
-// getter's sink. runCtx is the run's context: once it is done, a URL
-// that fails says "canceled". The time waited is the time the call spent
-// in polite but not on the wire: waiting for its turn, a pause the server
-// asked for, a retry's backoff, a place under -max-in-flight.
+// the time it waited: the request goes through the getter's client,
+// bounded by -timeout (waits and retries included), and the body of a 2xx
+// response goes to the getter's sink. runCtx is the run's context: once it
+// is done, a URL that fails says "canceled". The time waited is the time
+// the call spent in polite but not on the wire: waiting for its turn, a
+// pause the server asked for, a retry's backoff, a place under
+// -max-in-flight, its host's robots.txt under -robots.
 func (g *getter) fetch(runCtx context.Context, rawURL string, rec *getRecord) (getResult, time.Duration) {
 	start := time.Now()
 	res := getResult{URL: rawURL}
@@ -75,6 +75,15 @@ func (g *getter) call(runCtx context.Context, rawURL string, rec *getRecord, res
 // wireTimer is the RoundTripper under polite: it adds the time each
 // request spends in next, the network's RoundTripper, to the getRecord
 // its context carries, and tells the scheduler that the call is sending.
+//
+// Under -robots, polite fetches a host's robots.txt with the context of
+// the first call to the host, so that its record comes with it. That fetch
+// is a wait before the URL's request, as it is for the calls to the host
+// that wait for it, not the URL's time on the wire: a request for
+// /robots.txt is not timed, unless the URL's own path is /robots.txt. (So
+// a URL that redirects to /robots.txt has that hop counted as waited, and
+// a robots.txt that redirects to another path has that hop counted as wire
+// time: rare both, and a hop's time at most.)
 type wireTimer struct {
 	next http.RoundTripper
 }
@@ -87,7 +96,7 @@ func (w wireTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	resp, err := w.next.RoundTrip(req)
-	if rec != nil {
+	if rec != nil && !rec.isRobotsFetch(req) {
 		rec.wire.Add(int64(time.Since(start)))
 	}
 	return resp, err
@@ -104,14 +113,32 @@ func (w wireTimer) CloseIdleConnections() {
 // words for its JSON line: without the method and URL that net/http's
 // *url.Error repeats, and saying so when -timeout ended the call.
 func (g *getter) describe(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("timed out after %v (-timeout)", g.flags.transport.timeout)
-	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
-		return uerr.Err
+		err = uerr.Err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		return &timeoutError{after: g.flags.transport.timeout, err: err}
 	}
 	return err
+}
+
+// timeoutError is the error of a call that -timeout ended. It reads
+// "timed out after 5m0s (-timeout)", and unwraps to its cause, so that
+// errors.Is(err, context.DeadlineExceeded) holds.
+type timeoutError struct {
+	after time.Duration // the -timeout
+	err   error         // the call's error, which is context.DeadlineExceeded
+}
+
+// Error implements error.
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("timed out after %v (-timeout)", e.after)
+}
+
+// Unwrap returns the call's error.
+func (e *timeoutError) Unwrap() error {
+	return e.err
 }
 
 // bodyCounter counts the bytes read from r and keeps its first error

@@ -28,10 +28,19 @@ type dirSink struct {
 	dir string
 }
 
+// bodyFileMode is the mode of the files of -o, as downloaders leave
+// them: os.CreateTemp makes its files 0600.
+const bodyFileMode = 0o644
+
+// bodyTempPattern is the pattern of the temporary files of -o, for
+// os.CreateTemp: a body is written to one, then renamed.
+const bodyTempPattern = ".polite-*.part"
+
 // save writes body to a temporary file in the directory, and renames it
-// to rawURL's safe name once it is whole; it removes it otherwise.
+// to rawURL's safe name, mode bodyFileMode, once it is whole; it removes
+// it otherwise.
 func (s dirSink) save(rawURL string, body io.Reader) (err error) {
-	tmp, err := os.CreateTemp(s.dir, ".polite-*.part")
+	tmp, err := os.CreateTemp(s.dir, bodyTempPattern)
 	if err != nil {
 		return fmt.Errorf("creating a file for the body: %w", err)
 	}
@@ -42,6 +51,9 @@ func (s dirSink) save(rawURL string, body io.Reader) (err error) {
 		}
 	}()
 	if _, err := io.Copy(tmp, body); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(bodyFileMode); err != nil {
 		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {

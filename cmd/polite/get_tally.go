@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,23 @@ type getRecord struct {
 	wire     atomic.Int64 // nanoseconds in the RoundTripper under polite
 	sched    *getScheduler
 	job      *getJob
+	robots   bool // the URL's own path is /robots.txt
+}
+
+// newGetRecord returns the record of j's call, which sched handed out.
+func newGetRecord(sched *getScheduler, j *getJob) *getRecord {
+	rec := &getRecord{sched: sched, job: j}
+	if u, err := url.Parse(j.url); err == nil {
+		rec.robots = u.Path == getRobotsPath
+	}
+	return rec
+}
+
+// isRobotsFetch reports whether req, sent with the record in its context,
+// is polite's fetch of a host's robots.txt rather than a request of the
+// URL (see wireTimer).
+func (r *getRecord) isRobotsFetch(req *http.Request) bool {
+	return !r.robots && req.URL.Path == getRobotsPath
 }
 
 // sleeping tells the scheduler that the call is asleep before a retry,
@@ -48,6 +67,9 @@ func getRecordOf(ctx context.Context) *getRecord {
 	rec, _ := ctx.Value(getRecordKey{}).(*getRecord)
 	return rec
 }
+
+// getRobotsPath is where polite fetches a host's robots.txt under -robots.
+const getRobotsPath = "/robots.txt"
 
 // getTally counts what the URLs of a run came to, for the progress bar and
 // the summary. It is safe for concurrent use.
@@ -131,18 +153,26 @@ type getSummary struct {
 //	polite: 1000 URLs in 5.2s: 1000 ok, 0 failed, 143 throttled, 1143 attempts, waited 80.1s in all
 func (s getSummary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "polite: %d URLs in %s: %d ok, %d failed", s.total, s.elapsed.Round(100*time.Millisecond), s.ok, s.failed)
+	fmt.Fprintf(&b, "polite: %s in %s: %d ok, %d failed", getPlural(s.total, "URL"), s.elapsed.Round(100*time.Millisecond), s.ok, s.failed)
 	if s.canceled > 0 {
 		fmt.Fprintf(&b, ", %d canceled", s.canceled)
 	}
 	if s.done < s.total {
 		fmt.Fprintf(&b, ", %d not started", s.total-s.done)
 	}
-	fmt.Fprintf(&b, ", %d throttled, %d attempts, waited %.1fs in all", s.throttled, s.attempts, s.waited.Seconds())
+	fmt.Fprintf(&b, ", %d throttled, %s, waited %.1fs in all", s.throttled, getPlural(s.attempts, "attempt"), s.waited.Seconds())
 	if s.interrupted {
 		b.WriteString(" (interrupted)")
 	}
 	return b.String()
+}
+
+// getPlural returns n and noun, with an s unless n is 1: "1 URL", "0 URLs".
+func getPlural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // getResult is the JSON line of one URL.

@@ -3,7 +3,9 @@ package polite
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -66,11 +68,12 @@ type RobotsError struct {
 	Err        error  // the network error; nil after a status
 }
 
-// Error implements the error interface.
+// Error implements the error interface. The text of Err is redacted as
+// [Event.Reason] redacts it; Err itself is left as it was.
 func (e *RobotsError) Error() string {
 	switch {
 	case e.Err != nil:
-		return "polite: robots.txt of " + e.Host + " unreachable (" + e.Err.Error() + "), host off limits"
+		return "polite: robots.txt of " + e.Host + " unreachable (" + redactedError(e.Err) + "), host off limits"
 	case e.StatusCode != 0:
 		return "polite: robots.txt of " + e.Host + " unreachable (status " + strconv.Itoa(e.StatusCode) + "), host off limits"
 	}
@@ -85,11 +88,12 @@ func (e *RobotsError) Unwrap() error { return e.Err }
 
 // budgetError is returned when a transport error was not retried because the
 // retry budget was empty. It matches both ErrRetryBudgetExhausted and the
-// transport error.
+// transport error, which it keeps as it was; its text redacts the
+// transport error's (see redactedError).
 type budgetError struct{ err error }
 
 func (e *budgetError) Error() string {
-	return ErrRetryBudgetExhausted.Error() + ", last attempt: " + e.err.Error()
+	return ErrRetryBudgetExhausted.Error() + ", last attempt: " + redactedError(e.err)
 }
 
 func (e *budgetError) Unwrap() []error { return []error{ErrRetryBudgetExhausted, e.err} }
@@ -97,3 +101,79 @@ func (e *budgetError) Unwrap() []error { return []error{ErrRetryBudgetExhausted,
 // errNilResponse replaces the (nil, nil) result of a RoundTripper that
 // breaks its contract, so that polite never returns (nil, nil) itself.
 var errNilResponse = errors.New("polite: next RoundTripper returned a nil response and a nil error")
+
+// redactedError returns err's text with the URL of every [*url.Error] in its
+// chain redacted by redactURL, so that the text polite writes (its logs,
+// [Event.Reason], the text of the errors it wraps) carries no password,
+// query or fragment of a URL: an error of the wrapped RoundTripper, such as
+// the *url.Error of an [http.Client] under polite, embeds the request's URL,
+// and http.Client strips its password but keeps its query. The URL is
+// replaced where it appears in the text, quoted (as url.Error formats it)
+// or bare; a URL that an error formats in some other way is not found.
+// err itself is not changed.
+func redactedError(err error) string {
+	s := err.Error()
+	for _, ue := range urlErrors(err, nil) {
+		if ue.URL == "" {
+			continue
+		}
+		r := redactURL(ue.URL)
+		if r == ue.URL {
+			continue
+		}
+		s = strings.ReplaceAll(s, strconv.Quote(ue.URL), strconv.Quote(r))
+		s = strings.ReplaceAll(s, ue.URL, r)
+	}
+	return s
+}
+
+// urlErrors appends the [*url.Error] values of err's chain, and of the
+// chains it joins, to out.
+func urlErrors(err error, out []*url.Error) []*url.Error {
+	for err != nil {
+		if ue, ok := err.(*url.Error); ok {
+			out = append(out, ue)
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				out = urlErrors(e, out)
+			}
+			return out
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// redactURL returns raw with its secrets masked, as [url.URL.Redacted]
+// masks a password, and more: the password becomes "xxxxx"; a user name
+// without a password (often a token, as in https://TOKEN@host) becomes
+// "xxxxx"; a query becomes "REDACTED"; a fragment is dropped. So
+// "https://user:pass@host/p?api_key=k" gives
+// "https://user:xxxxx@host/p?REDACTED". An opaque URL ("scheme:…") keeps
+// its scheme only; a raw URL that does not parse gives "<redacted URL>".
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<redacted URL>"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	if u.Opaque != "" {
+		u.Opaque = "REDACTED"
+	}
+	return u.String()
+}

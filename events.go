@@ -136,7 +136,9 @@ func (w WaitCause) String() string {
 // An Event describes something a [Transport] did for one call. Each hook
 // in [Hooks] documents the fields it sets; the others are zero.
 type Event struct {
-	// Request is the caller's request. Hooks must not modify it.
+	// Request is the caller's request. Hooks must not modify it. It holds
+	// the caller's secrets (its URL's password and query, its
+	// Authorization and Cookie headers): polite never logs it.
 	Request *http.Request
 	// Key is the request's key (see [WithKey]).
 	Key string
@@ -144,7 +146,9 @@ type Event struct {
 	Attempt int
 	// StatusCode is the status of the response behind the event, or 0.
 	StatusCode int
-	// Err is the transport error behind the event, or nil.
+	// Err is the transport error behind the event, or nil, as it was
+	// returned: its text may embed the request's URL (a [*url.Error]).
+	// [Event.Reason] gives it redacted.
 	Err error
 	// Delay is a wait that polite is about to make.
 	Delay time.Duration
@@ -163,11 +167,15 @@ type Event struct {
 
 // Reason returns a short description of why the event happened: "status
 // 503" for a response, the error text for a transport error, or "" when
-// neither is set.
+// neither is set. The error text is redacted: a URL that a [*url.Error] in
+// Err's chain embeds keeps no password, query or fragment
+// ("https://user:xxxxx@host/path?REDACTED"). Hooks that log events should
+// log Reason rather than Err, which is the error as it was returned, and
+// not the Request, which is the caller's.
 func (e Event) Reason() string {
 	switch {
 	case e.Err != nil:
-		return e.Err.Error()
+		return redactedError(e.Err)
 	case e.StatusCode != 0:
 		return "status " + strconv.Itoa(e.StatusCode)
 	}
@@ -218,7 +226,9 @@ func (t *Transport) offLimits(e Event) {
 	t.log(e, slog.LevelWarn, "polite: host off limits, robots.txt unreachable")
 }
 
-// log writes one record about e, if a logger is set and takes level.
+// log writes one record about e, if a logger is set and takes level. It
+// writes nothing of the request but its method and key, and the error's
+// text redacted (see [Event.Reason]): no header, no URL.
 func (t *Transport) log(e Event, level slog.Level, msg string, attrs ...slog.Attr) {
 	l := t.cfg.logger
 	if l == nil {
@@ -239,7 +249,7 @@ func (t *Transport) log(e Event, level slog.Level, msg string, attrs ...slog.Att
 		attrs = append(attrs, slog.Int("status", e.StatusCode))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, slog.String("error", e.Err.Error()))
+		attrs = append(attrs, slog.String("error", redactedError(e.Err)))
 	}
 	l.LogAttrs(ctx, level, msg, attrs...)
 }

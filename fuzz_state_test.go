@@ -12,10 +12,6 @@ import (
 	"github.com/politehttp/polite"
 )
 
-// fuzzStatuses are the answers FuzzTransport's server picks from, one a
-// byte of its script; -1 is a transport error.
-var fuzzStatuses = [...]int{200, 429, 503, 500, 502, 403, 408, 404, 204, -1}
-
 // FuzzTransport drives the whole Transport, in fake time, with a server
 // whose answers and rate-limit headers come from the fuzzer: statuses one
 // a byte (the last repeats), and the same Retry-After, X-RateLimit-* and
@@ -37,13 +33,16 @@ func FuzzTransport(f *testing.F) {
 	} {
 		f.Add(seed.script, seed.retryAfter, seed.remaining, seed.reset, seed.ietfRate)
 	}
+	// The answers the server picks from, one a byte of its script; -1 is
+	// a transport error.
+	statuses := [...]int{200, 429, 503, 500, 502, 403, 408, 404, 204, -1}
 	f.Fuzz(func(t *testing.T, script []byte, retryAfter, remaining, reset, ietfRate string) {
 		if len(script) == 0 || len(script) > 16 {
 			return
 		}
 		var replies []reply
 		for _, b := range script {
-			code := fuzzStatuses[int(b)%len(fuzzStatuses)]
+			code := statuses[int(b)%len(statuses)]
 			if code < 0 {
 				replies = append(replies, fail(timeoutError{}))
 				continue

@@ -210,8 +210,12 @@ func (q *serverQuota) peek(at time.Time) time.Duration {
 func (q *serverQuota) exhaust(until time.Time) {
 	q.mu.Lock()
 	if until.After(q.resetAt) || q.left >= 1 {
-		q.resetAt, q.slack, q.left = until, 0, 0
+		q.resetAt, q.slack = until, 0
 	}
+	// Nothing is left until the reset, whatever comes back: a place
+	// counted down before and given back (release) does not make one, so
+	// what is left is less those in flight.
+	q.left = min(q.left, -float64(q.inflight))
 	q.mu.Unlock()
 }
 

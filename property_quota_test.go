@@ -1,0 +1,187 @@
+package polite
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestPropertyWindow drives a windowLog (WithWindow) through random
+// bookings, cancellations and clock moves. The sends it lets go (the
+// bookings not cancelled) are never more than n in any interval of
+// length per; bookings are never before now nor before the one before
+// them; a window with no booking in the last per lets a send go at once;
+// and a booking cancelled at once leaves its place to the next.
+func TestPropertyWindow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 20).Draw(t, "n")
+		per := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Hour)).Draw(t, "per"))
+		var (
+			w      windowLog
+			now    = propertyStart
+			sent   []time.Time // the bookings not cancelled, in booking order
+			lastAt time.Time   // the last booking, cancelled or not
+		)
+		t.Repeat(map[string]func(*rapid.T){
+			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, per/time.Duration(n))) },
+			"book": func(t *rapid.T) {
+				idle := lastAt.IsZero() || !now.Before(lastAt.Add(per))
+				at := w.book(now, n, per)
+				if at.Before(now) || at.Before(lastAt) {
+					t.Fatalf("booked at %v, before now %v or the last booking %v", at, now, lastAt)
+				}
+				if idle && !at.Equal(now) {
+					t.Fatalf("nothing booked in the last %v, yet booked %v after now", per, at.Sub(now))
+				}
+				sent, lastAt = append(sent, at), at
+			},
+			"book and cancel": func(t *rapid.T) {
+				at := w.book(now, n, per)
+				w.cancel(at)
+				again := w.book(now, n, per)
+				if !again.Equal(at) {
+					t.Fatalf("booked %v, cancelled, and the next booking is at %v", at, again)
+				}
+				sent, lastAt = append(sent, again), again
+			},
+			"": func(t *rapid.T) {
+				if got := maxInWindow(slices.Clone(sent), per); got > n {
+					t.Fatalf("%d sends in an interval of %v, at most %d: %v", got, per, n, sent)
+				}
+				if w.total < 0 || len(w.entries) > windowSlices+1 {
+					t.Fatalf("log counts %d sends in %d entries", w.total, len(w.entries))
+				}
+			},
+		})
+	})
+}
+
+// TestPropertyServerQuota drives a serverQuota through random responses
+// (sync), reservations, releases, answers, Retry-Afters (exhaust) and
+// clock moves. Requests in flight are never negative and are what the
+// reservations left; between two responses, no more requests are counted
+// down than what the last response left, less those in flight; a reserve
+// never takes what is left below 0 (only a response does, counting the
+// requests in flight against it); while it is spent, nothing goes until
+// the reset, nor during a Retry-After for the quota; and at the reset the
+// quota renews.
+func TestPropertyServerQuota(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var (
+			q    serverQuota
+			now  = propertyStart
+			held []bool // the reservations in flight, whether each was counted down
+			// budget is how many more reservations may be counted down:
+			// what the last response left, less those in flight then, plus
+			// those given back since.
+			budget  = math.Inf(1)
+			counted bool      // the quota is counted down: budget applies
+			paused  time.Time // a Retry-After for the quota holds until then, no response since
+		)
+		t.Repeat(map[string]func(*rapid.T){
+			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, time.Second)) },
+			"response": func(t *rapid.T) {
+				quota := Quota{
+					Limit:     float64(rapid.IntRange(0, 100).Draw(t, "limit")),
+					Remaining: float64(rapid.IntRange(0, 100).Draw(t, "remaining")),
+					Window:    time.Duration(rapid.SampledFrom([]int64{0, int64(time.Second), int64(time.Minute), int64(time.Hour)}).Draw(t, "window")),
+					Slack:     time.Duration(rapid.SampledFrom([]int64{0, int64(time.Millisecond), int64(time.Second)}).Draw(t, "slack")),
+				}
+				if rapid.Bool().Draw(t, "reset") {
+					quota.Reset = now.Add(time.Duration(rapid.Int64Range(-int64(time.Minute), int64(2*time.Hour)).Draw(t, "ahead")))
+				}
+				q.sync(now, quota)
+				paused = time.Time{}
+				counted = !q.resetAt.IsZero()
+				budget = math.Inf(1)
+				if counted {
+					budget = q.left
+				}
+			},
+			"reserve": func(t *rapid.T) {
+				resetAt, left := q.resetAt, q.left
+				wait, spent, took := q.reserve(now, 1, false)
+				switch {
+				case spent:
+					if resetAt.IsZero() || left >= 1 || !now.Before(resetAt) || wait != resetAt.Sub(now) {
+						t.Fatalf("spent for %v at %v with reset %v and %v left", wait, now, resetAt, left)
+					}
+					return
+				case !resetAt.IsZero() && left < 1 && now.Before(resetAt):
+					t.Fatalf("let a request go at %v with %v left before the reset at %v", now, left, resetAt)
+				case now.Before(paused):
+					t.Fatalf("let a request go at %v, during a Retry-After until %v", now, paused)
+				case wait < 0:
+					t.Fatalf("negative wait %v", wait)
+				}
+				if took {
+					if budget < 1 {
+						t.Fatalf("counted down a request with %v left of what the server said", budget)
+					}
+					budget--
+				}
+				held = append(held, took)
+			},
+			"release": func(t *rapid.T) {
+				if len(held) == 0 {
+					t.Skip("none in flight")
+				}
+				i := rapid.IntRange(0, len(held)-1).Draw(t, "i")
+				q.release(held[i])
+				if held[i] {
+					budget++
+				}
+				held = append(held[:i], held[i+1:]...)
+			},
+			"answered": func(t *rapid.T) {
+				if len(held) == 0 {
+					t.Skip("none in flight")
+				}
+				i := rapid.IntRange(0, len(held)-1).Draw(t, "i")
+				q.answered()
+				held = append(held[:i], held[i+1:]...)
+			},
+			"retry-after": func(t *rapid.T) {
+				until := now.Add(time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "retryAfter")))
+				q.exhaust(until)
+				paused = maxTime(paused, until)
+				budget = q.left // nothing is left until the reset: what a response left no longer counts
+			},
+			"": func(t *rapid.T) {
+				if q.inflight < 0 || q.inflight != len(held) {
+					t.Fatalf("%d in flight, want %d", q.inflight, len(held))
+				}
+				if !q.resetAt.IsZero() && q.left < 0 && q.left != budget {
+					t.Fatalf("%v left: only a response, counting those in flight, may leave less than 0", q.left)
+				}
+				if !math.IsInf(budget, 1) && q.left > budget+1e-9 && !q.resetAt.IsZero() {
+					t.Fatalf("%v left, but the server allowed only %v more", q.left, budget)
+				}
+			},
+		})
+	})
+}
+
+// TestPropertyServerQuotaReleaseDuringRetryAfter is the counterexample
+// that TestPropertyServerQuota shrank to: a Retry-After for the quota
+// (exhaust) marks it spent, and a place counted down before it and given
+// back during it (release(true)) made what is left 1 again, so that the
+// next request went before the Retry-After was over.
+func TestPropertyServerQuotaReleaseDuringRetryAfter(t *testing.T) {
+	var q serverQuota
+	now := propertyStart
+	q.sync(now, Quota{Remaining: 1, Reset: now.Add(time.Minute)})
+	_, spent, took := q.reserve(now, 1, false)
+	if spent || !took {
+		t.Fatalf("reserve = spent %v, took %v; want a place counted down", spent, took)
+	}
+	until := now.Add(time.Second)
+	q.exhaust(until)
+	q.release(took)
+	if _, spent, _ := q.reserve(now, 1, false); !spent {
+		t.Errorf("a request went at %v, during a Retry-After until %v", now, until)
+	}
+}

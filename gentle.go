@@ -15,6 +15,7 @@ const (
 	gentleRisen    = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
 	gentleCooldown = time.Second // throttles this soon after an event belong to it, when the sending is unknown
 	gentleMinRate  = 0.5         // requests per second
+	gentleMaxRate  = 1e9         // requests per second: a probe that long unanswered by a throttle grows no further
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault). Like
@@ -72,14 +73,15 @@ const (
 // server still refusing at the new rate (a spent window, a limiter that
 // counts refusals): such a refusal halves the rate, once per round trip
 // (the refusals of requests sent before a halving do not halve again),
-// until a request succeeds. A 5xx that is no throttle, or a transport error, says nothing
-// of the limit: the rate neither grows nor falls, and the time an outage
-// lasts is left out of the next measurement. As Cubic, once the limit is
-// found Gentle never grows past twice the measured rate of responses (a
-// client that does not use its rate does not inflate it), and it never
-// goes below 0.5 requests per second. Its bucket holds a single request,
-// so that it paces evenly: a server whose own bucket holds little sees no
-// burst from it.
+// until a request succeeds. A 5xx that is no throttle, or a transport
+// error, says nothing of the limit: the rate neither grows nor falls, and
+// the time an outage lasts is left out of the next measurement. As Cubic,
+// once the limit is found Gentle never grows past twice the measured rate
+// of responses (a client that does not use its rate does not inflate it),
+// and it never goes below 0.5 requests per second (nor above a billion, so
+// that a probe no throttle answers never overflows). Its bucket holds a
+// single request, so that it paces evenly: a server whose own bucket holds
+// little sees no burst from it.
 type Gentle struct {
 	// phase counts congestion events and the first success after each,
 	// so that an attempt can tell whether it was sent after both (see
@@ -278,7 +280,9 @@ func (g *Gentle) curve(n int64) float64 {
 	if g.stated > 0 {
 		rate = math.Min(rate, g.stated)
 	}
-	return rate
+	// Doubling four times a second, a probe that finds no limit would
+	// overflow to +Inf within minutes.
+	return math.Min(rate, gentleMaxRate)
 }
 
 // state returns what observe returns. It requires g.mu held.

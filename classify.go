@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"syscall"
 )
 
@@ -98,10 +99,37 @@ func retryableError(err error) (retry, timeout bool) {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, net.ErrClosed), errors.As(err, &opErr):
+		errors.Is(err, net.ErrClosed), errors.As(err, &opErr), isGoAway(err):
 		return true, false
 	}
 	return false, false
+}
+
+// isGoAway reports whether err is HTTP/2's GOAWAY that closed the
+// connection under a request it covered: the HTTP/1 connection closed
+// mid-request (EOF) in HTTP/2's terms. A GOAWAY below the request's stream
+// never comes here: net/http sends such a request again itself. The error
+// types are net/http's bundled http2GoAwayError, which is unexported, and
+// golang.org/x/net/http2's GoAwayError: they are told by their type's
+// package and name, never by the message.
+func isGoAway(err error) bool {
+	for err != nil {
+		t := reflect.TypeOf(err)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case t.PkgPath() == "net/http" && t.Name() == "http2GoAwayError",
+			t.PkgPath() == "golang.org/x/net/http2" && t.Name() == "GoAwayError":
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
 }
 
 // isTLSError reports whether err comes from TLS: a handshake or certificate

@@ -621,9 +621,12 @@ func TestFaultHTTP2(t *testing.T) {
 			status: http.StatusOK, attempts: 1, requests: 2, conns: 2},
 		// GOAWAY that covers the request's stream, then the connection
 		// closes unanswered: the request may have been processed. Neither
-		// net/http nor polite sends the POST again.
+		// net/http nor polite sends the POST again; polite sends a GET
+		// again, as after a connection closed mid-request over HTTP/1.
 		{name: "GOAWAY covering the stream", method: http.MethodPost, first: faultH2GoAwayCovering,
 			errText: "GOAWAY", attempts: 1, requests: 1, conns: 1},
+		{name: "GOAWAY covering the stream", method: http.MethodGet, first: faultH2GoAwayCovering,
+			status: http.StatusOK, attempts: 2, requests: 2, conns: 2},
 		// RST_STREAM INTERNAL_ERROR: the request may have been processed.
 		// net/http does not replay it, and polite does not know the error.
 		{name: "RST_STREAM INTERNAL_ERROR", method: http.MethodGet, first: faultH2Internal,

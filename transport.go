@@ -88,7 +88,8 @@
 // # What is retried
 //
 // A failed attempt is retried when it failed with
-//   - a transport error that may pass: connection refused or reset, EOF,
+//   - a transport error that may pass: connection refused or reset, EOF
+//     (or HTTP/2's GOAWAY closing the connection under the request),
 //     timeouts, temporary DNS failures; never TLS or certificate errors, an
 //     unsupported scheme, a redirect error, or an error of the request's
 //     own context;

@@ -206,18 +206,28 @@ func faultRequest(t *testing.T, ctx context.Context, method, target string, head
 // faultIdemKey is the header of a POST that may be retried.
 func faultIdemKey() http.Header { return http.Header{"Idempotency-Key": {"k-1"}} }
 
-func TestFaultResetBeforeHeaders(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for _, tc := range []struct {
-		name     string
-		method   string
-		header   http.Header
-		attempts int
-	}{
+// faultRetryCase is a request sent into a fault that polite retries when
+// it is safe, and the attempts it must make.
+type faultRetryCase struct {
+	name     string
+	method   string
+	header   http.Header
+	attempts int
+}
+
+// faultRetryCases are the requests of a fault that may pass: a GET is
+// retried, a POST is not, unless it has an Idempotency-Key.
+func faultRetryCases() []faultRetryCase {
+	return []faultRetryCase{
 		{"GET retried", http.MethodGet, nil, 3},
 		{"POST not retried", http.MethodPost, nil, 1},
 		{"POST with Idempotency-Key retried", http.MethodPost, faultIdemKey(), 3},
-	} {
+	}
+}
+
+func TestFaultResetBeforeHeaders(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tc := range faultRetryCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFaultServer(t, func(_ int, c net.Conn, _ <-chan struct{}) {
 				if faultReadRequest(c) {
@@ -317,16 +327,7 @@ func TestFaultNeverAnswers(t *testing.T) {
 
 func TestFaultSlowHeaders(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	for _, tc := range []struct {
-		name     string
-		method   string
-		header   http.Header
-		attempts int
-	}{
-		{"GET retried", http.MethodGet, nil, 3},
-		{"POST not retried", http.MethodPost, nil, 1},
-		{"POST with Idempotency-Key retried", http.MethodPost, faultIdemKey(), 3},
-	} {
+	for _, tc := range faultRetryCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFaultServer(t, func(_ int, c net.Conn, done <-chan struct{}) {
 				faultReadRequest(c)

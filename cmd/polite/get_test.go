@@ -776,16 +776,22 @@ func TestGetScheduler(t *testing.T) {
 
 		// Every place is held: take waits until one is released.
 		got := make(chan *getJob)
-		go func() {
-			j, _ := s.take(t.Context())
-			got <- j
-		}()
-		synctest.Wait()
-		select {
-		case j := <-got:
-			t.Fatalf("took %s with no place free", j.url)
-		default:
+		// takeBlocked starts a take and checks that it waits: no place
+		// is free. Its job comes on got once one is.
+		takeBlocked := func() {
+			t.Helper()
+			go func() {
+				j, _ := s.take(t.Context())
+				got <- j
+			}()
+			synctest.Wait()
+			select {
+			case j := <-got:
+				t.Fatalf("took %s with no place free", j.url)
+			default:
+			}
 		}
+		takeBlocked()
 		// The slow host holds its share: a's place goes to a or b.
 		s.release(held[1])
 		j := <-got
@@ -800,16 +806,7 @@ func TestGetScheduler(t *testing.T) {
 		// They wake: they hold places again, beyond the workers for a while.
 		s.wake(held[0])
 		s.wake(held[3])
-		go func() {
-			j, _ := s.take(t.Context())
-			got <- j
-		}()
-		synctest.Wait()
-		select {
-		case j := <-got:
-			t.Fatalf("took %s with no place free", j.url)
-		default:
-		}
+		takeBlocked()
 		for _, h := range []*getJob{held[0], held[2], held[3], j, next[0], next[1]} {
 			s.release(h)
 		}

@@ -29,7 +29,8 @@ const maxPause = time.Hour
 // allocation (the default controller lives inside it), with the parts few
 // keys need made only when needed.
 type keyState struct {
-	quoted atomic.Bool // the server has reported a quota: extra.quota or extra.routes is set
+	quoted atomic.Bool  // the server has reported a quota: extra.quota or extra.routes is set
+	calls  atomic.Int32 // calls holding the state (registry.lookup): while one does, the key is not forgotten
 
 	// mu guards burst and the fields below it, and orders token taking
 	// with the queue. (burst sits next to quoted to keep the struct in a
@@ -59,17 +60,29 @@ type keyExtra struct {
 	fleetAccepted int                     // successes not yet told to the fleet's shared controller
 }
 
+// hold marks ks as held by a call, which will release it when it ends.
+func (ks *keyState) hold() { ks.calls.Add(1) }
+
+// release ends a call's hold on ks.
+func (ks *keyState) release() { ks.calls.Add(-1) }
+
 // busy reports whether forgetting ks at now, the present, would lose
-// something, though its key has been idle: calls hold slots or wait in its
-// queues, or its bucket has not refilled (a rate slower than the idle
-// timeout). A state locked at that moment is in use: busy.
+// something, though its key has been idle: calls hold it (they found it
+// and have not ended), hold slots or wait in its queues, sends it booked
+// under WithWindow still count, or its bucket has not refilled (a rate
+// slower than the idle timeout). A state locked at that moment is in use:
+// busy.
 func (ks *keyState) busy(now int64) bool {
+	if ks.calls.Load() > 0 {
+		return true
+	}
 	if !ks.mu.TryLock() {
 		return true
 	}
 	defer ks.mu.Unlock()
 	if x := ks.extra; x != nil {
-		if x.inflight > 0 || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 {
+		if x.inflight > 0 || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 ||
+			x.window != nil && x.window.matters(now) {
 			return true
 		}
 	}

@@ -149,31 +149,40 @@ func urlErrors(err error, out []*url.Error) []*url.Error {
 	return out
 }
 
-// redactURL returns raw with its secrets masked, as [url.URL.Redacted]
-// masks a password, and more: the password becomes "xxxxx"; a user name
-// without a password (often a token, as in https://TOKEN@host) becomes
-// "xxxxx"; a query becomes "REDACTED"; a fragment is dropped. So
-// "https://user:pass@host/p?api_key=k" gives
+// RedactURL returns u as polite writes it in its logs, its events'
+// reasons and its errors' texts: with its secrets masked, as
+// [url.URL.Redacted] masks a password, and more. The password becomes
+// "xxxxx"; a user name without a password (often a token, as in
+// https://TOKEN@host) becomes "xxxxx"; a query becomes "REDACTED"; a
+// fragment is dropped. So "https://user:pass@host/p?api_key=k" gives
 // "https://user:xxxxx@host/p?REDACTED". An opaque URL ("scheme:…") keeps
-// its scheme only; a raw URL that does not parse gives "<redacted URL>".
+// its scheme only. u is not modified. A hook or a log of the caller's own
+// uses it to name a request as polite does.
+func RedactURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		if _, ok := c.User.Password(); ok {
+			c.User = url.UserPassword(c.User.Username(), "xxxxx")
+		} else {
+			c.User = url.User("xxxxx")
+		}
+	}
+	if c.RawQuery != "" || c.ForceQuery {
+		c.RawQuery, c.ForceQuery = "REDACTED", false
+	}
+	c.Fragment, c.RawFragment = "", ""
+	if c.Opaque != "" {
+		c.Opaque = "REDACTED"
+	}
+	return c.String()
+}
+
+// redactURL is [RedactURL] of the raw URL an error carries; a raw URL
+// that does not parse gives "<redacted URL>".
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "<redacted URL>"
 	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		} else {
-			u.User = url.User("xxxxx")
-		}
-	}
-	if u.RawQuery != "" || u.ForceQuery {
-		u.RawQuery, u.ForceQuery = "REDACTED", false
-	}
-	u.Fragment, u.RawFragment = "", ""
-	if u.Opaque != "" {
-		u.Opaque = "REDACTED"
-	}
-	return u.String()
+	return RedactURL(u)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"time"
 
@@ -320,4 +321,16 @@ func ExampleWithWindow() {
 	// request 2: at once
 	// request 3: at once
 	// request 4: after the window
+}
+
+// RedactURL names a request in a hook's log as polite names it in its own:
+// no password, token or query string.
+func ExampleRedactURL() {
+	u, _ := url.Parse("https://user:s3cret@api.example/v1/items?api_key=k123#top")
+	fmt.Println(polite.RedactURL(u))
+	u, _ = url.Parse("https://ghp_token@api.example/repos")
+	fmt.Println(polite.RedactURL(u))
+	// Output:
+	// https://user:xxxxx@api.example/v1/items?REDACTED
+	// https://xxxxx@api.example/repos
 }

@@ -32,31 +32,20 @@ import (
 // gets, how many attempts reached the server, that every body polite
 // discarded was closed, and that no goroutine is left behind.
 
-// faultBody records whether a response body was closed.
-type faultBody struct {
-	io.ReadCloser
-	closed atomic.Bool
-}
-
-func (b *faultBody) Close() error {
-	b.closed.Store(true)
-	return b.ReadCloser.Close()
-}
-
 // faultRecorder sits under polite: it counts polite's attempts and wraps
 // every body handed up so that the test can check it was closed.
 type faultRecorder struct {
 	next     http.RoundTripper
 	attempts atomic.Int32
 	mu       sync.Mutex
-	bodies   []*faultBody
+	bodies   []*closingBody
 }
 
 func (r *faultRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.attempts.Add(1)
 	resp, err := r.next.RoundTrip(req)
 	if resp != nil && resp.Body != nil {
-		b := &faultBody{ReadCloser: resp.Body}
+		b := trackClose(resp.Body)
 		resp.Body = b
 		r.mu.Lock()
 		r.bodies = append(r.bodies, b)

@@ -3,9 +3,14 @@ package polite_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +23,81 @@ import (
 	"go.uber.org/goleak"
 )
 
+// TestMain runs the tests, then fails the run if a body the tests' servers
+// handed out was never closed (by polite, when it discarded a response, or
+// by the test, which owns a response polite returned), or if a goroutine
+// outlived the tests. Both are checked only when the tests passed: a
+// failed test may stop before it closes what it holds.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if code == 0 {
+		if open := openBodies.unclosed(); len(open) > 0 {
+			fmt.Fprintf(os.Stderr, "%d bodies were never closed:\n\t%s\n", len(open), strings.Join(open, "\n\t"))
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left by the tests:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// openBodies is the ledger of the bodies the tests' servers handed out and
+// nobody closed yet: every trackedBody is in it from its making to its
+// first Close, with where it was made.
+var openBodies = &bodyLedger{open: make(map[*trackedBody]string)}
+
+// bodyLedger records the bodies not yet closed.
+type bodyLedger struct {
+	mu   sync.Mutex
+	open map[*trackedBody]string
+}
+
+// add records b as open, made by the test code that called the helper.
+func (l *bodyLedger) add(b *trackedBody) {
+	where := "unknown"
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.File, "_test.go") && !strings.HasSuffix(f.File, "helpers_test.go") {
+			where = fmt.Sprintf("%s:%d (%s)", filepath.Base(f.File), f.Line, f.Function)
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	l.mu.Lock()
+	l.open[b] = where
+	l.mu.Unlock()
+}
+
+// closed records that b was closed.
+func (l *bodyLedger) closed(b *trackedBody) {
+	l.mu.Lock()
+	delete(l.open, b)
+	l.mu.Unlock()
+}
+
+// unclosed lists where each body still open was made, the same places
+// counted once.
+func (l *bodyLedger) unclosed() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	count := make(map[string]int)
+	for _, where := range l.open {
+		count[where]++
+	}
+	var out []string
+	for where, n := range count {
+		out = append(out, fmt.Sprintf("%d made at %s", n, where))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // roundTripFunc turns a function into an http.RoundTripper.
@@ -28,14 +106,23 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // trackedBody is a response or request body that records how much of it
-// was read and whether it was closed.
+// was read and whether it was closed. Made by newBody or trackBody, it is
+// in the ledger of open bodies until its first Close.
 type trackedBody struct {
 	r      io.Reader
 	read   atomic.Int64
 	closed atomic.Bool
 }
 
-func newBody(s string) *trackedBody { return &trackedBody{r: strings.NewReader(s)} }
+// newBody returns a tracked body that reads s.
+func newBody(s string) *trackedBody { return trackBody(strings.NewReader(s)) }
+
+// trackBody returns a tracked body that reads r.
+func trackBody(r io.Reader) *trackedBody {
+	b := &trackedBody{r: r}
+	openBodies.add(b)
+	return b
+}
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
@@ -44,8 +131,48 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 }
 
 func (b *trackedBody) Close() error {
-	b.closed.Store(true)
+	if !b.closed.Swap(true) {
+		openBodies.closed(b)
+	}
 	return nil
+}
+
+// closingBody is a tracked body that also closes the body it reads.
+type closingBody struct {
+	*trackedBody
+	inner io.Closer
+}
+
+func (b *closingBody) Close() error {
+	_ = b.trackedBody.Close()
+	return b.inner.Close()
+}
+
+// trackClose returns body wrapped so that the ledger sees whether it is
+// closed; closing it closes body.
+func trackClose(body io.ReadCloser) *closingBody {
+	return &closingBody{trackedBody: trackBody(body), inner: body}
+}
+
+// ledgerNext sits under polite over a real transport: every response body
+// it hands up is in the ledger of open bodies until it is closed.
+type ledgerNext struct {
+	next http.RoundTripper
+}
+
+func (l ledgerNext) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = trackClose(resp.Body)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes next's idle connections.
+func (l ledgerNext) CloseIdleConnections() {
+	if c, ok := l.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // reply is one scripted answer of a stub: a response with the given status
@@ -102,7 +229,14 @@ func (s *stub) RoundTrip(req *http.Request) (*http.Response, error) {
 	return respond(req, r.status, tb, r.header...), nil
 }
 
+// respond returns a response to req with code, body and the header pairs.
+// A body that is not a trackedBody (http.NoBody among them) is wrapped in
+// one, so that the ledger sees whether it is closed: polite must close
+// every response it discards, and a test every response it is given.
 func respond(req *http.Request, code int, body io.ReadCloser, header ...string) *http.Response {
+	if _, ok := body.(*trackedBody); !ok {
+		body = trackClose(body)
+	}
 	h := make(http.Header)
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Add(header[i], header[i+1])

@@ -33,7 +33,7 @@ func client(t *testing.T, next *http.Transport, opts ...polite.Option) (*http.Cl
 	opts = append([]polite.Option{polite.WithBackoff(0, 0), polite.WithHooks(polite.Hooks{
 		OnRetry: func(polite.Event) { retries.Add(1) },
 	})}, opts...)
-	c := &http.Client{Transport: polite.New(next, opts...)}
+	c := &http.Client{Transport: polite.New(ledgerNext{next}, opts...)}
 	t.Cleanup(c.CloseIdleConnections)
 	return c, &retries
 }
@@ -172,7 +172,7 @@ func TestRealStackInFakeTime(t *testing.T) {
 
 		next := &http.Transport{DialContext: l.dial}
 		defer next.CloseIdleConnections()
-		c := &http.Client{Transport: polite.New(next)}
+		c := &http.Client{Transport: polite.New(ledgerNext{next})}
 		resp, err := c.Get("http://api.test/")
 		require.NoError(t, err)
 		assert.Equal(t, "ok", readBody(t, resp))

@@ -245,3 +245,61 @@ watch:
 	t.Logf("%d calls answered, %d attempts, at most %d in flight to a key, heap in use grew %d KB",
 		done.Load(), srv.served.Load(), srv.most.Load(), grown>>10)
 }
+
+// TestKeyHeldWhileItsCallWaits: a call that has found its key's state and
+// waits before taking a slot (here, for its host's Crawl-delay) holds the
+// key, however many idle timeouts pass while other keys keep the registry
+// rotating. Were the key forgotten, a later call would make the key a new
+// state with free slots while the waiting call went on with the old one:
+// two requests in flight to a key capped at one. The load test found this
+// under -race on 2 cores, where a call descheduled for 200 ms between
+// finding the state and taking a slot was enough.
+func TestKeyHeldWhileItsCallWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu       sync.Mutex
+			inFlight int
+			most     int
+		)
+		answer := make(chan struct{}) // closed: the server answers the held requests
+		next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			switch {
+			case req.URL.Path == "/robots.txt":
+				return respond(req, http.StatusOK, newBody("User-agent: *\nCrawl-delay: 10\n")), nil
+			case !strings.HasPrefix(req.URL.Path, "/held"):
+				return respond(req, http.StatusOK, http.NoBody), nil
+			}
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			mu.Unlock()
+			<-answer
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return respond(req, http.StatusOK, http.NoBody), nil
+		})
+		tr := polite.New(next,
+			polite.WithCrawlDelay(true),
+			polite.WithMaxInFlight(1),
+			polite.WithIdleTimeout(time.Second),
+		)
+		start := time.Now()
+		fetch(t, tr, "http://k.test/first") // the host's next request waits 10 s
+		var wg sync.WaitGroup
+		wg.Go(func() { fetch(t, tr, "http://k.test/held-a") }) // sent at 10 s
+		// Five idle timeouts of calls to other keys, every shard rotated
+		// again and again.
+		for round := range 20 {
+			time.Sleep(250 * time.Millisecond)
+			for i := range 100 {
+				fetch(t, tr, fmt.Sprintf("http://o%d-%d.test/", round, i))
+			}
+		}
+		wg.Go(func() { fetch(t, tr, "http://k.test/held-b") }) // its turn comes at 20 s
+		time.Sleep(25*time.Second - time.Since(start))
+		close(answer)
+		wg.Wait()
+		assert.Equal(t, 1, most, "requests in flight at once to k.test, capped at 1")
+	})
+}

@@ -279,8 +279,9 @@ func WithSpacingJitter(f float64) Option {
 // that long is forgotten within one to two timeouts, lazily, by the calls
 // that follow (polite starts no goroutine). A key is kept while forgetting
 // it would lose something: a pause its server asked for or a quota spent
-// until a reset (until then), requests in flight or waiting, a bucket not
-// yet refilled, a Crawl-delay not yet over. A forgotten key starts afresh
+// until a reset (until then), calls in progress (in flight, or waiting
+// for their turn), sends that still count in its WithWindow window, a
+// bucket not yet refilled, a Crawl-delay not yet over. A forgotten key starts afresh
 // when it is used again. Memory is thus bounded by the keys used within
 // the last two timeouts: about 250 bytes a key with the defaults, 330 with
 // WithRate, and more with WithMaxInFlight and WithCrawlDelay (see the

@@ -10,18 +10,20 @@ import (
 )
 
 // registryHold is a key a property test holds: a call in flight (a slot
-// taken) or a call queued for a token.
+// taken), a call queued for a token, or a call that found the key's state
+// and has taken neither yet.
 type registryHold struct {
+	kind    string // "slot", "queue" or "found"
 	key     string
 	ks      *keyState
 	sh      *shard[keyState]
 	rotated int64
-	queued  *list.Element // nil: a slot taken
+	queued  *list.Element // the call's place in the queue, when kind is "queue"
 }
 
 // TestPropertyRegistry drives a registry through calls to a few keys, as
-// Transport makes them (lookup, then keep when the call ends), some of
-// which stay in flight or queued, with clock moves of any size. A key held
+// Transport makes them (lookup, then keep and release when the call ends),
+// some of which stay in flight, queued, or between the two, with clock moves of any size. A key held
 // is never forgotten, whatever time passes and whatever other keys do;
 // every call finds the state that a call holding its key holds; and a key
 // idle is kept for one idle timeout after its last use, and forgotten by
@@ -69,6 +71,7 @@ func TestPropertyRegistry(t *testing.T) {
 					t.Fatalf("a call to %q found a new state while another holds it", k)
 				}
 				r.keep(sh, k, ks, now, rotated)
+				ks.release()
 				lastUse[k] = now
 			},
 			"hold": func(t *rapid.T) {
@@ -80,12 +83,13 @@ func TestPropertyRegistry(t *testing.T) {
 				}
 				h.ks.mu.Lock()
 				x := h.ks.extraLocked()
-				if rapid.Bool().Draw(t, "queue") {
+				switch h.kind = rapid.SampledFrom([]string{"slot", "queue", "found"}).Draw(t, "kind"); h.kind {
+				case "queue":
 					if x.queue == nil {
 						x.queue = list.New()
 					}
 					h.queued = x.queue.PushBack(&waiter{wake: make(chan struct{}, 1)})
-				} else {
+				case "slot":
 					x.inflight++
 				}
 				h.ks.mu.Unlock()
@@ -99,14 +103,16 @@ func TestPropertyRegistry(t *testing.T) {
 				i := rapid.IntRange(0, len(holds)-1).Draw(t, "i")
 				h := holds[i]
 				holds = append(holds[:i], holds[i+1:]...)
-				if h.queued != nil {
+				switch h.kind {
+				case "queue":
 					h.ks.leave(h.queued)
-				} else {
+				case "slot":
 					h.ks.mu.Lock()
 					h.ks.extra.inflight--
 					h.ks.mu.Unlock()
 				}
 				r.keep(h.sh, h.key, h.ks, now, h.rotated)
+				h.ks.release()
 				lastUse[h.key] = now
 			},
 			"": func(t *rapid.T) {

@@ -71,7 +71,7 @@ func (sh *shard[V]) peek(key string) (v *V, young bool) {
 // ensure returns the value of key, making it if needed, and makes it
 // young.
 func (tb *table[V]) ensure(key string) *V {
-	return tb.ensureIn(tb.shardOf(key), key)
+	return tb.ensureIn(tb.shardOf(key), key, nil)
 }
 
 // use returns the value of key, making it if needed, and makes it young,
@@ -79,27 +79,39 @@ func (tb *table[V]) ensure(key string) *V {
 func (tb *table[V]) use(key string, now time.Time) *V {
 	sh := tb.shardOf(key)
 	tb.rotate(sh, now.UnixNano())
-	return tb.ensureIn(sh, key)
+	return tb.ensureIn(sh, key, nil)
 }
 
-func (tb *table[V]) ensureIn(sh *shard[V], key string) *V {
-	if v, young := sh.peek(key); young {
+// ensureIn returns the value of key in sh, making it if needed, and makes
+// it young. hold, if not nil, is called on the value under the shard's
+// lock, so that no rotation can come between finding the value and
+// holding it.
+func (tb *table[V]) ensureIn(sh *shard[V], key string, hold func(*V)) *V {
+	sh.mu.RLock()
+	if v := sh.young[key]; v != nil {
+		if hold != nil {
+			hold(v)
+		}
+		sh.mu.RUnlock()
 		return v
 	}
+	sh.mu.RUnlock()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if v := sh.young[key]; v != nil {
-		return v
+	v := sh.young[key]
+	if v == nil {
+		if v = sh.old[key]; v != nil {
+			delete(sh.old, key)
+		} else {
+			v = tb.fresh(time.Now())
+		}
+		// A key is often part of a longer string (the host of a URL): held
+		// as is, it would keep all of that alive.
+		sh.young[strings.Clone(key)] = v
 	}
-	v := sh.old[key]
-	if v != nil {
-		delete(sh.old, key)
-	} else {
-		v = tb.fresh(time.Now())
+	if hold != nil {
+		hold(v)
 	}
-	// A key is often part of a longer string (the host of a URL): held as
-	// is, it would keep all of that alive.
-	sh.young[strings.Clone(key)] = v
 	return v
 }
 
@@ -221,18 +233,21 @@ func newRegistry(cfg *config) *registry {
 // lookup returns the state of key, creating it when need is set or when a
 // local rate or a controller needs one; it returns nil for a key that
 // needs no state yet. It also returns the key's shard and its last
-// rotation, for keep.
+// rotation, for keep. A state returned is held for the call: the registry
+// keeps it, however long the call waits, until the call lets it go
+// (keyState.release). Without that, a call that found the state and had
+// not yet taken a token or a slot could be left with a state the registry
+// forgot, while later calls to the key made a new one: two buckets, two
+// counts in flight, and the key over its limits.
 func (r *registry) lookup(key string, need bool) (*keyState, *shard[keyState], int64) {
 	sh := r.shardOf(key)
 	rotated := sh.rotated.Load()
-	ks, young := sh.peek(key)
-	switch {
-	case ks != nil && young:
-		return ks, sh, rotated
-	case ks == nil && r.stateless && !need:
-		return nil, sh, rotated
+	if r.stateless && !need {
+		if ks, _ := sh.peek(key); ks == nil {
+			return nil, sh, rotated
+		}
 	}
-	return r.ensureIn(sh, key), sh, rotated
+	return r.ensureIn(sh, key, (*keyState).hold), sh, rotated
 }
 
 // bucket returns the quota of the bucket that the server at host named,

@@ -200,7 +200,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	}
 	base := &http.Transport{DisableKeepAlives: true} // a reset reaches polite, not the pool's own retry
 	defer base.CloseIdleConnections()
-	next := secretsNext{base: base}
+	next := ledgerNext{secretsNext{base: base}}
 	common := []polite.Option{
 		polite.WithLogger(logger), polite.WithHooks(hooks),
 		polite.WithBackoff(time.Millisecond, 5*time.Millisecond), polite.WithMaxRetryAfter(time.Second),

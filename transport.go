@@ -269,7 +269,11 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req), resent: -1}
-	return c.run()
+	resp, err := c.run()
+	if c.ks != nil {
+		c.ks.release() // a slot the response's body holds keeps the key on its own
+	}
+	return resp, err
 }
 
 // resendKey is the context key of a retry's request: its value is how many

@@ -22,7 +22,12 @@ const windowSlices = 256
 type windowLog struct {
 	entries []windowEntry // oldest first
 	total   int           // the sends the entries count
+	until   int64         // Unix nanoseconds when the newest booking leaves the window: the log matters until then
 }
+
+// matters reports whether forgetting the log at now (Unix nanoseconds)
+// would lose a send that still counts.
+func (w *windowLog) matters(now int64) bool { return w.total > 0 && now < w.until }
 
 // windowEntry counts the sends booked from first to at, Unix nanoseconds.
 type windowEntry struct {
@@ -61,6 +66,7 @@ func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
 		w.entries = append(w.entries, windowEntry{first: t, at: t, count: 1})
 	}
 	w.total++
+	w.until = t + p
 	return time.Unix(0, t)
 }
 

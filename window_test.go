@@ -2,6 +2,7 @@ package polite_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -44,6 +45,32 @@ func TestWindowNeverAllowsOneMore(t *testing.T) {
 		used := float64(len(times)) / (10 * 100)
 		t.Logf("10 minutes of WithWindow(100, time.Minute): %d requests, %.3f of the quota", len(times), used)
 		assert.GreaterOrEqual(t, used, 0.98)
+	})
+}
+
+// A key's window outlives the key's idleness: WithWindow(3, time.Hour)
+// with the idle timeout at a minute, 3 requests at once, then calls to
+// other keys for 10 minutes, which rotate every shard of the registry
+// many times over: the 4th request to the key still waits for the hour.
+// Forgetting the key forgot the window's sends, and let 3 more go at once.
+func TestWindowOutlivesIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(200))
+		tr := polite.New(next, polite.WithWindow(3, time.Hour), polite.WithIdleTimeout(time.Minute))
+		start := time.Now()
+		for range 3 {
+			fetch(t, tr, "http://api.test/")
+		}
+		for round := range 10 {
+			time.Sleep(time.Minute)
+			for i := range 100 {
+				fetch(t, tr, fmt.Sprintf("http://other%d-%d.test/", round, i))
+			}
+		}
+		before := time.Now()
+		fetch(t, tr, "http://api.test/")
+		assert.GreaterOrEqual(t, time.Since(start), time.Hour, "the 4th request to api.test went %v after the first", time.Since(start))
+		assert.Greater(t, time.Since(before), 49*time.Minute)
 	})
 }
 

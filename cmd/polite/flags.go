@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -85,15 +87,21 @@ func (f *transportFlags) options() []polite.Option {
 	return opts
 }
 
-// newRequest returns a GET (or method) request for url with the flags'
-// User-Agent.
-func (f *transportFlags) newRequest(method, url string) (*http.Request, error) {
-	req, err := http.NewRequest(method, url, nil)
+// newRequest returns a GET (or method) request for rawURL with the flags'
+// User-Agent. Its errors do not repeat the URL, which may carry a
+// password or a key in its query: they say what is wrong with it, and the
+// caller says which URL it was where that is safe.
+func (f *transportFlags) newRequest(method, rawURL string) (*http.Request, error) {
+	req, err := http.NewRequest(method, rawURL, nil)
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			return nil, fmt.Errorf("not a URL: %w", uerr.Err)
+		}
 		return nil, err
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return nil, fmt.Errorf("%q is not an http or https URL", url)
+		return nil, fmt.Errorf("not an http or https URL (scheme %q)", req.URL.Scheme)
 	}
 	req.Header.Set("User-Agent", f.userAgent)
 	return req, nil

@@ -123,7 +123,7 @@ type inspection struct {
 // write prints the inspection for a reader.
 func (in *inspection) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s %s → %s in %v\n\n", in.req.Method, in.req.URL.Redacted(), in.resp.Status, in.took.Round(time.Millisecond))
+	fmt.Fprintf(tw, "%s %s → %s in %v\n\n", in.req.Method, polite.RedactURL(in.req.URL), in.resp.Status, in.took.Round(time.Millisecond))
 
 	var names []string
 	for name := range in.resp.Header {

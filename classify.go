@@ -15,15 +15,19 @@ import (
 // What is retried: which requests may be sent again, and which failures
 // are worth it.
 
-// replayable reports whether the request may be sent more than once: its
-// method is idempotent (or it carries an idempotency key, or the Transport
-// retries non-idempotent requests), and its body, if any, can be rebuilt.
-func (c *call) replayable() bool {
+// bodyReplayable reports whether the request's body, if it has one, can
+// be rebuilt for another attempt.
+func (c *call) bodyReplayable() bool {
 	req := c.req
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
-	}
-	return c.t.cfg.retryUnsafe || Idempotent(req)
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// methodReplayable reports whether the request may be sent more than once
+// whatever becomes of its first attempt: its method is idempotent, it
+// carries an idempotency key, or the Transport retries non-idempotent
+// requests.
+func (c *call) methodReplayable() bool {
+	return c.t.cfg.retryUnsafe || Idempotent(c.req)
 }
 
 // Idempotent reports whether req may be sent more than once by its
@@ -105,6 +109,81 @@ func retryableError(err error) (retry, timeout bool) {
 	return false, false
 }
 
+// Unprocessed reports whether err, a failed attempt's error, proves that
+// the server did not process the request, so that sending it again cannot
+// do twice what the request does, whatever its method: the connection was
+// never made (a dial error: refused, unreachable, timed out; a DNS
+// failure), or the server refused the request's HTTP/2 stream with
+// REFUSED_STREAM, by which it says it processed nothing (RFC 9113 §8.7).
+// polite retries such a request even when its method is not idempotent
+// (its body must still be one it can rebuild).
+//
+// net/http itself sends such a request again while it can (a REFUSED_STREAM
+// up to 6 times in a minute; an HTTP/1 request it had not begun to write,
+// at once); this judges what it hands up when it stops. A GOAWAY is not
+// among them: net/http replays the requests a GOAWAY left unprocessed, and
+// one it hands up was covered by the GOAWAY, so may have been processed.
+// Neither is a connection reset or closed after it was made: the server
+// may have read the request.
+func Unprocessed(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	return inChain(err, isRefusedStream)
+}
+
+// http2RefusedStream is HTTP/2's error code REFUSED_STREAM.
+const http2RefusedStream = 0x7
+
+// isRefusedStream reports whether err itself (not its chain) is an HTTP/2
+// stream error with the code REFUSED_STREAM: net/http's bundled
+// http2StreamError, which is unexported, or golang.org/x/net/http2's
+// StreamError, told by type and by their field Code, never by the message.
+func isRefusedStream(err error) bool {
+	v := reflect.ValueOf(err)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
+	}
+	t := v.Type()
+	if v.Kind() != reflect.Struct ||
+		!(t.PkgPath() == "net/http" && t.Name() == "http2StreamError" ||
+			t.PkgPath() == "golang.org/x/net/http2" && t.Name() == "StreamError") {
+		return false
+	}
+	code := v.FieldByName("Code")
+	return code.IsValid() && code.CanUint() && code.Uint() == http2RefusedStream
+}
+
+// inChain reports whether is holds for err or any error it wraps, through
+// Unwrap() error and Unwrap() []error.
+func inChain(err error, is func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if is(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return inChain(u.Unwrap(), is)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if inChain(e, is) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // isGoAway reports whether err is HTTP/2's GOAWAY that closed the
 // connection under a request it covered: the HTTP/1 connection closed
 // mid-request (EOF) in HTTP/2's terms. A GOAWAY below the request's stream
@@ -113,23 +192,14 @@ func retryableError(err error) (retry, timeout bool) {
 // golang.org/x/net/http2's GoAwayError: they are told by their type's
 // package and name, never by the message.
 func isGoAway(err error) bool {
-	for err != nil {
+	return inChain(err, func(err error) bool {
 		t := reflect.TypeOf(err)
 		if t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
-		switch {
-		case t.PkgPath() == "net/http" && t.Name() == "http2GoAwayError",
-			t.PkgPath() == "golang.org/x/net/http2" && t.Name() == "GoAwayError":
-			return true
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		err = u.Unwrap()
-	}
-	return false
+		return t.PkgPath() == "net/http" && t.Name() == "http2GoAwayError" ||
+			t.PkgPath() == "golang.org/x/net/http2" && t.Name() == "GoAwayError"
+	})
 }
 
 // isTLSError reports whether err comes from TLS: a handshake or certificate

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/politehttp/polite"
@@ -333,4 +335,14 @@ func ExampleRedactURL() {
 	// Output:
 	// https://user:xxxxx@api.example/v1/items?REDACTED
 	// https://xxxxx@api.example/repos
+}
+
+// Unprocessed tells an error that proves the server processed nothing,
+// after which polite sends even a POST again, from one after which it
+// might have.
+func ExampleUnprocessed() {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	fmt.Println(polite.Unprocessed(refused), polite.Unprocessed(reset))
+	// Output: true false
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -488,6 +489,9 @@ func TestFaultDNS(t *testing.T) {
 	}
 }
 
+// TestFaultConnectionRefused: a refused connection proves that the server
+// never received the request, so polite sends it again whatever its
+// method; but never a body it cannot rebuild.
 func TestFaultConnectionRefused(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -495,25 +499,129 @@ func TestFaultConnectionRefused(t *testing.T) {
 	target := "http://" + ln.Addr().String() + "/"
 	require.NoError(t, ln.Close()) // nothing listens there now
 	for _, tc := range []struct {
+		name     string
 		method   string
+		oneShot  bool // a body without GetBody
 		attempts int
 	}{
-		{http.MethodGet, 3},
-		// Refused proves the request was not processed, but polite documents
-		// that it never retries a POST without an Idempotency-Key.
-		{http.MethodPost, 1},
+		{"GET", http.MethodGet, false, 3},
+		{"POST", http.MethodPost, false, 3},
+		{"POST with a body it cannot rebuild", http.MethodPost, true, 1},
 	} {
-		t.Run(tc.method, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			tr := faultTransport()
 			defer tr.CloseIdleConnections()
 			client, rec := faultClient(t, tr)
-			resp, err := client.Do(faultRequest(t, context.Background(), tc.method, target, nil))
+			req := faultRequest(t, context.Background(), tc.method, target, nil)
+			var body *trackedBody
+			if tc.oneShot {
+				body = newBody(`{"charge":1}`)
+				req.Body, req.GetBody = body, nil
+			}
+			resp, err := client.Do(req)
 			require.Error(t, err)
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+			assert.True(t, polite.Unprocessed(err))
 			assert.Equal(t, tc.attempts, int(rec.attempts.Load()))
+			if body != nil {
+				assert.True(t, body.closed.Load(), "the caller's body is closed")
+			}
 		})
 	}
+}
+
+// TestFaultUnprocessed checks polite.Unprocessed on the errors net/http
+// really returns: it holds for those that prove the server processed
+// nothing (a refused connection, a name that does not resolve, HTTP/2's
+// REFUSED_STREAM), and for no other fault of this file's.
+func TestFaultUnprocessed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	// What net/http hands up from a server that misbehaves with first,
+	// for a POST whose body it cannot rebuild: it sends such a request
+	// once, whatever the error.
+	h2Error := func(t *testing.T, first func(c net.Conn, stream uint32) bool) error {
+		srv := newFaultServer(t, func(_ int, c net.Conn, _ <-chan struct{}) {
+			faultH2Serve(c, func(stream uint32) bool { return first(c, stream) })
+		})
+		defer srv.Close()
+		tr := faultH2Transport()
+		defer tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL(), io.NopCloser(strings.NewReader("once")))
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		require.Error(t, err)
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String() + "/"
+	require.NoError(t, ln.Close())
+	plainError := func(t *testing.T, target string) error {
+		tr := faultTransport()
+		defer tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		require.Error(t, err)
+		return err
+	}
+	for _, tc := range []struct {
+		name        string
+		err         func(t *testing.T) error
+		unprocessed bool
+	}{
+		{"connection refused", func(t *testing.T) error { return plainError(t, closed) }, true},
+		{"name that does not resolve", func(t *testing.T) error { return plainError(t, "http://polite-test.invalid/") }, true},
+		// net/http hands up a REFUSED_STREAM as it is once it has sent the
+		// request 7 times in a minute, too long a wait for a test: the
+		// error is made from the real one an INTERNAL_ERROR gives, with the
+		// code changed, and its own text says which code it holds.
+		{"HTTP/2 REFUSED_STREAM", func(t *testing.T) error {
+			err := refusedStream(t, h2Error(t, faultH2Internal))
+			require.Contains(t, err.Error(), "REFUSED_STREAM")
+			return err
+		}, true},
+		// A body it cannot rebuild: net/http says so in an error of text
+		// alone, which keeps no type to tell by. polite cannot send that
+		// body again anyway.
+		{"HTTP/2 REFUSED_STREAM of a body net/http cannot rebuild", func(t *testing.T) error { return h2Error(t, faultH2Refuse) }, false},
+		{"HTTP/2 RST_STREAM INTERNAL_ERROR", func(t *testing.T) error { return h2Error(t, faultH2Internal) }, false},
+		{"HTTP/2 GOAWAY covering the stream", func(t *testing.T) error { return h2Error(t, faultH2GoAwayCovering) }, false},
+		{"HTTP/2 connection reset under the stream", func(t *testing.T) error { return h2Error(t, faultH2ResetConn) }, false},
+		{"context deadline", func(*testing.T) error { return context.DeadlineExceeded }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err(t)
+			t.Logf("%T: %v", err, err)
+			assert.Equal(t, tc.unprocessed, polite.Unprocessed(err), "%v", err)
+			// Wrapped as http.Client and errors.Join wrap it.
+			wrapped := &url.Error{Op: "Post", URL: "http://h/", Err: errors.Join(errors.New("context"), err)}
+			assert.Equal(t, tc.unprocessed, polite.Unprocessed(wrapped), "%v", wrapped)
+		})
+	}
+}
+
+// refusedStream returns a copy of err, net/http's HTTP/2 stream error,
+// with the code REFUSED_STREAM.
+func refusedStream(t *testing.T, err error) error {
+	t.Helper()
+	v := reflect.New(reflect.TypeOf(err)).Elem()
+	v.Set(reflect.ValueOf(err))
+	code := v.FieldByName("Code")
+	require.True(t, code.IsValid() && code.CanSet(), "%T has no field Code to set", err)
+	code.SetUint(faultH2RefusedCode)
+	return v.Interface().(error)
 }
 
 // HTTP/2 over cleartext (prior knowledge), with a server written by hand

@@ -157,8 +157,9 @@ func WithRetryBudget(b Budget) Option {
 // known to apply such requests at most once.
 //
 // Default: false: only GET, HEAD, OPTIONS, TRACE, PUT and DELETE requests,
-// and requests with an Idempotency-Key or X-Idempotency-Key header, are
-// retried.
+// requests with an Idempotency-Key or X-Idempotency-Key header, and
+// requests whose error proves the server did not process them (see
+// [Unprocessed]) are retried.
 func WithRetryNonIdempotent(retry bool) Option {
 	return func(c *config) { c.retryUnsafe = retry }
 }

@@ -98,7 +98,11 @@
 // and the request can be sent again safely:
 //   - its method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE), or
 //     it carries an Idempotency-Key (or X-Idempotency-Key) header, or
-//     [WithRetryNonIdempotent] is set;
+//     [WithRetryNonIdempotent] is set, or the error proves that the server
+//     did not process the request, whatever its method ([Unprocessed]):
+//     the connection was never made (a dial error: refused, unreachable,
+//     timed out; a temporary DNS failure), or the server refused its
+//     HTTP/2 stream with REFUSED_STREAM (RFC 9113 §8.7);
 //   - it has no body, or a body it can rebuild with
 //     [http.Request.GetBody]; a body is never resent empty, and polite never
 //     buffers bodies to make them replayable.
@@ -375,11 +379,16 @@ type failure struct {
 	hasRetryAfter bool
 	untilReset    bool // retryAfter is the time until a spent quota's reset, not a Retry-After
 	throttled     bool // the server throttled the attempt
+	unsent        bool // the error proves the server never received the request
 }
 
 func (c *call) run() (*http.Response, error) {
 	t := c.t
-	canRetry := t.cfg.maxAttempts > 1 && c.replayable()
+	// A request may be sent again if its body can be rebuilt, and if its
+	// method (or its idempotency key, or WithRetryNonIdempotent) allows it
+	// or the failure proves the server never received it.
+	canRetry := t.cfg.maxAttempts > 1 && c.bodyReplayable()
+	safe := c.methodReplayable()
 	send := c.req // the first attempt sends the caller's request as is
 	for c.attempt = 1; ; c.attempt++ {
 		if err := c.admit(); err != nil {
@@ -413,7 +422,7 @@ func (c *call) run() (*http.Response, error) {
 			return resp, err
 		}
 		c.held = 0 // a failed retry keeps its cost
-		if !canRetry {
+		if !canRetry || !safe && !f.unsent {
 			return resp, err
 		}
 		delay, ok := c.retryDelay(f, now)
@@ -485,7 +494,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 			c.observe(ks, now, outcomeFailed, 0)
 		}
 		retry, timeout := retryableError(err)
-		return failure{timeout: timeout}, retry
+		return failure{timeout: timeout, unsent: Unprocessed(err)}, retry
 	}
 	code := resp.StatusCode
 	s := ParseSignals(resp.Header, now)

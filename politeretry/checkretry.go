@@ -37,7 +37,11 @@ var _ retryablehttp.CheckRetry = CheckRetry
 //     retryablehttp resends the first). Without a response, only the
 //     *url.Error that http.Client returns is left, which names the method
 //     but not the headers: GET, HEAD, OPTIONS, TRACE, PUT and DELETE are
-//     retried, other methods are not, whatever their headers.
+//     retried, other methods are not, whatever their headers, even after
+//     an error that proves its server did not process the request
+//     ([polite.Unprocessed]), which polite retries for itself: the error
+//     may come from a later hop of a redirect chain whose first request
+//     the server did process, and it does not say.
 //  5. The server asked for a delay ([polite.Signals.Delay]) longer than
 //     [polite.DefaultMaxRetryAfter] (the Transport's [polite.WithMaxRetryAfter]
 //     under [NewClient]), or one that ends after the context's deadline:

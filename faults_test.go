@@ -545,36 +545,14 @@ func TestFaultUnprocessed(t *testing.T) {
 			faultH2Serve(c, func(stream uint32) bool { return first(c, stream) })
 		})
 		defer srv.Close()
-		tr := faultH2Transport()
-		defer tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL(), io.NopCloser(strings.NewReader("once")))
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		if resp != nil {
-			resp.Body.Close()
-		}
-		require.Error(t, err)
-		return err
+		return postError(t, faultH2Transport(), srv.URL(), io.NopCloser(strings.NewReader("once")))
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closed := "http://" + ln.Addr().String() + "/"
 	require.NoError(t, ln.Close())
 	plainError := func(t *testing.T, target string) error {
-		tr := faultTransport()
-		defer tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, nil)
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		if resp != nil {
-			resp.Body.Close()
-		}
-		require.Error(t, err)
-		return err
+		return postError(t, faultTransport(), target, nil)
 	}
 	for _, tc := range []struct {
 		name        string
@@ -610,6 +588,23 @@ func TestFaultUnprocessed(t *testing.T) {
 			assert.Equal(t, tc.unprocessed, polite.Unprocessed(wrapped), "%v", wrapped)
 		})
 	}
+}
+
+// postError POSTs body to target through tr, with no polite above it,
+// and returns the error, which it requires.
+func postError(t *testing.T, tr *http.Transport, target string, body io.Reader) error {
+	t.Helper()
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, body)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	require.Error(t, err)
+	return err
 }
 
 // refusedStream returns a copy of err, net/http's HTTP/2 stream error,

@@ -405,15 +405,20 @@ func (c *call) admitQuota() error {
 // the place back if it refuses or the caller gives up. cause is what the
 // call waits for; server reports a wait the server asked for.
 func (c *call) waitFor(wait time.Duration, now time.Time, cause WaitCause, server bool, giveBack func()) error {
+	waited := false
+	defer func() {
+		if !waited { // refused, given up, or a panic in a hook
+			giveBack()
+		}
+	}()
 	if err := c.refuse(wait, now, server); err != nil {
-		giveBack()
 		return err
 	}
 	c.waitingFor(wait, cause, server)
 	if err := sleep(c.ctx, wait); err != nil {
-		giveBack()
 		return err
 	}
+	waited = true
 	return nil
 }
 
@@ -431,6 +436,12 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 	}
 	e := x.queue.PushBack(w)
 	ks.mu.Unlock()
+	taken := false
+	defer func() {
+		if !taken { // an error, or a panic in a hook: give the place up
+			ks.leave(e)
+		}
+	}()
 	var due int64 // when the head's token was due, Unix nanoseconds
 	for {
 		var (
@@ -444,6 +455,7 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(ks.takeAt(now, due), 1)) {
 				ks.removeLocked(e)
 				ks.mu.Unlock()
+				taken = true
 				return nil
 			}
 			turn = ks.turnWaitLocked(now, 1)
@@ -455,7 +467,6 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 			// The head's wait can have grown since the call queued: the
 			// server paused the key. It never sleeps past the deadline.
 			if err := c.refuseWait(pause, turn, now); err != nil {
-				ks.leave(e)
 				return err
 			}
 			if end := now.Add(sleepFor); end.Sub(told) > time.Millisecond {
@@ -464,7 +475,6 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 			}
 		}
 		if err := sleepOrWake(c.ctx, sleepFor, w.wake); err != nil {
-			ks.leave(e)
 			return err
 		}
 	}

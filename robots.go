@@ -88,23 +88,37 @@ func (c *call) admitRobots() error {
 		if c.resends() > 0 { // robots.txt is a request of its own, sent for the first time
 			ctx = ContextWithResendCount(ctx, 0)
 		}
-		delay, rerr, err := c.t.fetchRobots(ctx, c.req)
-		e.mu.Lock()
-		e.fetching = nil
-		if err == nil { // else the caller gave up: another call fetches
-			now := time.Now()
-			e.delay, e.err = delay, rerr
-			e.expires = now.Add(robotsTTL).UnixNano()
-			if rerr != nil {
-				e.expires = now.Add(robotsRetry).UnixNano()
-			}
-		}
-		e.mu.Unlock()
-		close(done)
-		if err != nil {
+		if err := c.fetchRobotsInto(ctx, e, done); err != nil {
 			return err
 		}
 	}
+}
+
+// fetchRobotsInto fetches robots.txt for e, which the call has marked as
+// fetching with done, keeps what it says, and closes done. If the caller
+// gave up, or a panic (next's, a hook's) ended the fetch, e is left as it
+// was, for another call to fetch: the calls waiting on done never wait for
+// a fetch that is over.
+func (c *call) fetchRobotsInto(ctx context.Context, e *robotsEntry, done chan struct{}) error {
+	defer func() {
+		e.mu.Lock()
+		e.fetching = nil
+		e.mu.Unlock()
+		close(done)
+	}()
+	delay, rerr, err := c.t.fetchRobots(ctx, c.req)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	now := time.Now()
+	e.delay, e.err = delay, rerr
+	e.expires = now.Add(robotsTTL).UnixNano()
+	if rerr != nil {
+		e.expires = now.Add(robotsRetry).UnixNano()
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // spaceRobots waits for the host's Crawl-delay since its last request,

@@ -273,11 +273,38 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req), resent: -1}
+	returned := false
+	defer func() {
+		if !returned {
+			c.abandon()
+		}
+		if c.ks != nil {
+			c.ks.release() // a slot the response's body holds keeps the key on its own
+		}
+	}()
 	resp, err := c.run()
-	if c.ks != nil {
-		c.ks.release() // a slot the response's body holds keeps the key on its own
-	}
+	returned = true
 	return resp, err
+}
+
+// abandon lets go of what a call held when a panic (a hook's, the
+// logger's, next's) ended it: the response it had not handed back or
+// discarded, its slot under WithMaxInFlight, its place in the server's
+// quota, a rebuilt body it had not sent. The panic goes on to the caller;
+// the Transport's later calls to the key must not wait for this one.
+// (Its places in the key's queues, and the sends its waits booked, are
+// given back by the functions that take them, in deferred calls.)
+func (c *call) abandon() {
+	if c.live != nil {
+		discard(c.live)
+	}
+	if c.slot != nil {
+		releaseSlot(c.slot)
+	}
+	if c.quota != nil {
+		c.quota.answered()
+	}
+	closeBody(c.body)
 }
 
 // resendKey is the context key of a retry's request: its value is how many
@@ -370,6 +397,8 @@ type call struct {
 	held        int              // retry cost held by the attempt in flight, refunded if it succeeds
 	sched       *schedule        // backoff delays, made at the first retry
 	site        *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
+	live        *http.Response   // the attempt's response while the call decides what to do with it
+	body        io.ReadCloser    // a retry's rebuilt body, until it is sent
 }
 
 // failure is what makes an attempt worth retrying.
@@ -404,6 +433,7 @@ func (c *call) run() (*http.Response, error) {
 		if ks := c.ks; ks != nil && t.keys.adaptive == AdaptiveDefault {
 			c.sent = ks.gentle.sending()
 		}
+		c.body = nil // next closes it, whatever happens
 		resp, err := t.next.RoundTrip(send)
 		c.releaseSlotAfter(resp)
 		switch {
@@ -413,6 +443,7 @@ func (c *call) run() (*http.Response, error) {
 		case err == nil && resp == nil:
 			err = errNilResponse
 		}
+		c.live = resp
 		now := time.Now()
 		f, failed := c.judge(resp, err, now)
 		if !failed {
@@ -435,6 +466,7 @@ func (c *call) run() (*http.Response, error) {
 			if body, bodyErr = c.req.GetBody(); bodyErr != nil || body == nil {
 				return resp, err // the body cannot be rebuilt: never resend it empty
 			}
+			c.body = body // closed by abandon if the call ends before it is sent
 		}
 		cost := retryCost
 		if f.timeout {
@@ -442,6 +474,7 @@ func (c *call) run() (*http.Response, error) {
 		}
 		if !t.budget.TryTake(cost) {
 			closeBody(body)
+			c.body = nil
 			t.budgetExhausted(c.event(resp, err))
 			if err != nil {
 				return nil, &budgetError{err: err}
@@ -454,6 +487,7 @@ func (c *call) run() (*http.Response, error) {
 		t.retrying(e)
 		if resp != nil {
 			discard(resp)
+			c.live = nil
 		}
 		c.attempt++ // the wait is the next attempt's
 		switch {

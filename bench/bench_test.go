@@ -7,7 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if a goroutine outlives the tests: a server, a
+// client or a limiter of the bench left running.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestSmoke runs the oracle against a real httprate server over loopback
 // for a second: it must use about all of the limit, with about no refusal

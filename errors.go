@@ -113,7 +113,7 @@ var errNilResponse = errors.New("polite: next RoundTripper returned a nil respon
 // err itself is not changed.
 func redactedError(err error) string {
 	s := err.Error()
-	for _, ue := range urlErrors(err, nil) {
+	for _, ue := range urlErrors(err) {
 		if ue.URL == "" {
 			continue
 		}
@@ -127,25 +127,16 @@ func redactedError(err error) string {
 	return s
 }
 
-// urlErrors appends the [*url.Error] values of err's chain, and of the
-// chains it joins, to out.
-func urlErrors(err error, out []*url.Error) []*url.Error {
-	for err != nil {
-		if ue, ok := err.(*url.Error); ok {
+// urlErrors returns the [*url.Error] values of err's chain, and of the
+// chains it joins.
+func urlErrors(err error) []*url.Error {
+	var out []*url.Error
+	inChain(err, func(e error) bool {
+		if ue, ok := e.(*url.Error); ok {
 			out = append(out, ue)
 		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				out = urlErrors(e, out)
-			}
-			return out
-		default:
-			return out
-		}
-	}
+		return false // walk the whole chain
+	})
 	return out
 }
 

@@ -285,14 +285,17 @@ func TestFaultResetAfterHeaders(t *testing.T) {
 	}
 }
 
+// faultSilent reads a request and never answers it.
+func faultSilent(_ int, c net.Conn, done <-chan struct{}) {
+	faultReadRequest(c)
+	<-done
+}
+
 func TestFaultNeverAnswers(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		t.Run(method, func(t *testing.T) {
-			srv := newFaultServer(t, func(_ int, c net.Conn, done <-chan struct{}) {
-				faultReadRequest(c)
-				<-done
-			})
+			srv := newFaultServer(t, faultSilent)
 			defer srv.Close()
 			tr := faultTransport()
 			defer tr.CloseIdleConnections()
@@ -319,10 +322,7 @@ func TestFaultSlowHeaders(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	for _, tc := range faultRetryCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFaultServer(t, func(_ int, c net.Conn, done <-chan struct{}) {
-				faultReadRequest(c)
-				<-done
-			})
+			srv := newFaultServer(t, faultSilent)
 			defer srv.Close()
 			tr := faultTransport()
 			tr.ResponseHeaderTimeout = 50 * time.Millisecond
@@ -494,10 +494,7 @@ func TestFaultDNS(t *testing.T) {
 // method; but never a body it cannot rebuild.
 func TestFaultConnectionRefused(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	target := "http://" + ln.Addr().String() + "/"
-	require.NoError(t, ln.Close()) // nothing listens there now
+	target := closedURL(t) + "/"
 	for _, tc := range []struct {
 		name     string
 		method   string
@@ -547,10 +544,7 @@ func TestFaultUnprocessed(t *testing.T) {
 		defer srv.Close()
 		return postError(t, faultH2Transport(), srv.URL(), io.NopCloser(strings.NewReader("once")))
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String() + "/"
-	require.NoError(t, ln.Close())
+	closed := closedURL(t) + "/"
 	plainError := func(t *testing.T, target string) error {
 		return postError(t, faultTransport(), target, nil)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -173,6 +174,17 @@ func (l ledgerNext) CloseIdleConnections() {
 	if c, ok := l.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// closedURL returns the URL (http://host:port, no path) of a loopback
+// port where nothing listens: a connection to it is refused.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	u := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return u
 }
 
 // reply is one scripted answer of a stub: a response with the given status

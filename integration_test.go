@@ -39,13 +39,8 @@ func client(t *testing.T, next *http.Transport, opts ...polite.Option) (*http.Cl
 }
 
 func TestRealConnectionRefusedIsRetried(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-
 	c, retries := client(t, &http.Transport{})
-	_, err = c.Get("http://" + addr + "/")
+	_, err := c.Get(closedURL(t) + "/")
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 	assert.Equal(t, int32(3), retries.Load())

@@ -2,7 +2,6 @@ package polite_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -152,5 +151,5 @@ func panicScenario(t *testing.T, where string) {
 		assert.Less(t, time.Since(start), 30*time.Second)
 	}
 	assert.Equal(t, 1, most, "requests in flight at once, capped at 1")
-	t.Log(fmt.Sprintf("%s: %d pages requested", where, pages))
+	t.Logf("%s: %d pages requested", where, pages)
 }

@@ -71,7 +71,7 @@ func (sh *shard[V]) peek(key string) (v *V, young bool) {
 // ensure returns the value of key, making it if needed, and makes it
 // young.
 func (tb *table[V]) ensure(key string) *V {
-	return tb.ensureIn(tb.shardOf(key), key, nil)
+	return tb.ensureIn(tb.shardOf(key), key, true, nil)
 }
 
 // use returns the value of key, making it if needed, and makes it young,
@@ -79,14 +79,14 @@ func (tb *table[V]) ensure(key string) *V {
 func (tb *table[V]) use(key string, now time.Time) *V {
 	sh := tb.shardOf(key)
 	tb.rotate(sh, now.UnixNano())
-	return tb.ensureIn(sh, key, nil)
+	return tb.ensureIn(sh, key, true, nil)
 }
 
-// ensureIn returns the value of key in sh, making it if needed, and makes
-// it young. hold, if not nil, is called on the value under the shard's
-// lock, so that no rotation can come between finding the value and
-// holding it.
-func (tb *table[V]) ensureIn(sh *shard[V], key string, hold func(*V)) *V {
+// ensureIn returns the value of key in sh and makes it young; a key sh
+// does not hold is made if create is set, and nil is returned otherwise.
+// hold, if not nil, is called on the value under the shard's lock, so that
+// no rotation can come between finding the value and holding it.
+func (tb *table[V]) ensureIn(sh *shard[V], key string, create bool, hold func(*V)) *V {
 	sh.mu.RLock()
 	if v := sh.young[key]; v != nil {
 		if hold != nil {
@@ -95,7 +95,11 @@ func (tb *table[V]) ensureIn(sh *shard[V], key string, hold func(*V)) *V {
 		sh.mu.RUnlock()
 		return v
 	}
+	absent := !create && sh.old[key] == nil
 	sh.mu.RUnlock()
+	if absent {
+		return nil
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	v := sh.young[key]
@@ -242,12 +246,7 @@ func newRegistry(cfg *config) *registry {
 func (r *registry) lookup(key string, need bool) (*keyState, *shard[keyState], int64) {
 	sh := r.shardOf(key)
 	rotated := sh.rotated.Load()
-	if r.stateless && !need {
-		if ks, _ := sh.peek(key); ks == nil {
-			return nil, sh, rotated
-		}
-	}
-	return r.ensureIn(sh, key, (*keyState).hold), sh, rotated
+	return r.ensureIn(sh, key, need || !r.stateless, (*keyState).hold), sh, rotated
 }
 
 // bucket returns the quota of the bucket that the server at host named,

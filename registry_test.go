@@ -101,7 +101,7 @@ func TestTableKeep(t *testing.T) {
 	rotateAll(tb, t0)
 	sh := tb.shardOf("a")
 	rotated := sh.rotated.Load()
-	a := tb.ensureIn(sh, "a", nil)
+	a := tb.ensureIn(sh, "a", true, nil)
 	rotateAll(tb, t0.Add(5*time.Minute)) // the call is still out: a is dropped
 	require.Nil(t, held(tb, "a"))
 	tb.keep(sh, "a", a, t0.Add(5*time.Minute), rotated)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -178,10 +177,7 @@ func TestInspectSaysWhatPoliteWouldDo(t *testing.T) {
 }
 
 func TestInspectFailures(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String() + "/"
-	require.NoError(t, ln.Close())
+	closed := closedURL(t) + "/"
 
 	for _, c := range []struct {
 		args []string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,10 +38,7 @@ func TestInspectPrintsNoSecret(t *testing.T) {
 	assert.Contains(t, r.stdout, "inspect-user:xxxxx@", "the report shows that the URL had userinfo")
 	noSecret(t, "inspect's report", r.stdout+r.stderr, secrets...)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closed := closedURL(t)
 	r = runPolite(t, "", "", 20*time.Second, "inspect", "-H", "Authorization: Bearer inspect-token", secretURL(closed))
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, r.stderr, "connection refused")
@@ -88,10 +84,7 @@ func TestGetErrorsCarryNoSecret(t *testing.T) {
 		return true
 	}
 	srv := newGetServer(t, nil, handle)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closed := closedURL(t)
 
 	urls := []string{
 		"http://get-user:get-pass@[::1/x?api_key=get-key",

@@ -15,6 +15,12 @@ type controller interface {
 	// many requests the key's bucket may hold, and whether they apply:
 	// controllers limit nothing until the server first throttles.
 	observe(now time.Time, throttled bool, stated float64) (perSecond float64, burst int, enabled bool)
+
+	// serverLimit returns the controller's estimate of the server's limit,
+	// in requests per second; 0 while it has none. A call is refused a
+	// wait only if it cannot end in time at this rate, not at the
+	// controller's own, which may be lower for a while.
+	serverLimit() float64
 }
 
 // An outcome is what an attempt says of the server's rate.
@@ -104,6 +110,17 @@ func (c *Cubic) Rate() float64 {
 	return c.fillRate
 }
 
+// serverLimit returns W_max, the rate at the last throttle; 0 before the
+// first.
+func (c *Cubic) serverLimit() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled {
+		return 0
+	}
+	return c.wMax
+}
+
 // MeasuredRate returns the smoothed rate of responses, per second.
 func (c *Cubic) MeasuredRate() float64 {
 	c.mu.Lock()
@@ -185,6 +202,7 @@ type AIMD struct {
 	mu           sync.Mutex
 	enabled      bool
 	rate         float64
+	peak         float64 // the rate before the last decrease
 	responses    meter
 	last         time.Time // the last update
 	lastDecrease time.Time
@@ -207,10 +225,12 @@ func (a *AIMD) observe(now time.Time, throttled bool, _ float64) (float64, int, 
 	switch {
 	case throttled && !a.enabled:
 		a.enabled = true
+		a.peak = measured
 		a.rate = math.Max(measured*aimdDecrease, cubicMinFillRate)
 		a.lastDecrease = now
 	case throttled:
 		if now.Sub(a.lastDecrease) >= aimdCooldown {
+			a.peak = a.rate
 			a.rate = math.Max(a.rate*aimdDecrease, cubicMinFillRate)
 			a.lastDecrease = now
 		}
@@ -226,6 +246,17 @@ func (a *AIMD) Rate() float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.rate
+}
+
+// serverLimit returns the rate before the last decrease; 0 before the
+// first throttle.
+func (a *AIMD) serverLimit() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.enabled {
+		return 0
+	}
+	return math.Max(a.peak, a.rate)
 }
 
 // Enabled reports whether the rate applies: true from the first throttle

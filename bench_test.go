@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,6 +49,43 @@ func BenchmarkRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				io.Copy(io.Discard, resp.Body)
+			}
+		})
+	}
+}
+
+// BenchmarkRoundTripCost measures what pacing by cost adds to a request
+// whose answer has a body (a JSON answer with its usage at the end):
+// polite without a cost, with a cost its Estimator states, and with a
+// UsageReader that settles it from the body, against the bare next, which
+// makes each answer (its allocations are in every case).
+func BenchmarkRoundTripCost(b *testing.B) {
+	const answer = `{"id":"chatcmpl-1","choices":[{"message":{"content":"Hello there"}}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`
+	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(answer))}, nil
+	})
+	stated := func(*http.Request, []byte) (polite.Cost, string, error) { return polite.Cost{Tokens: 16}, "", nil }
+	quota := polite.WithQuota(polite.UnitTokens, 1e12, time.Second)
+	cases := []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"bare", next},
+		{"polite", polite.New(next)},
+		{"polite-cost", polite.New(next, quota, polite.WithCost(stated))},
+		{"polite-cost-usage", polite.New(next, quota, polite.WithCost(stated), polite.WithUsage(chatUsage))},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/chat/completions", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
 			}
 		})
 	}

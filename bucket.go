@@ -29,8 +29,9 @@ const maxPause = time.Hour
 // allocation (the default controller lives inside it), with the parts few
 // keys need made only when needed.
 type keyState struct {
-	quoted atomic.Bool  // the server has reported a quota: extra.quota or extra.routes is set
-	calls  atomic.Int32 // calls holding the state (registry.lookup): while one does, the key is not forgotten
+	quoted   atomic.Bool  // the server has reported a quota: extra.quota or extra.routes is set
+	starting atomic.Bool  // the bucket paces the key's first contact (Gentle.startRate)
+	calls    atomic.Int32 // calls holding the state (registry.lookup): while one does, the key is not forgotten
 
 	// mu guards burst and the fields below it, and orders token taking
 	// with the queue. (burst sits next to quoted to keep the struct in a
@@ -55,9 +56,11 @@ type keyExtra struct {
 	inflight      int                     // requests holding a slot, under WithMaxInFlight
 	slotQueue     *list.List              // of *slotWaiter, calls waiting for a slot
 	window        *windowLog              // the sends booked under WithWindow, without a fleet
-	fallback      *rate.Limiter           // the key's pacing while its fleet cannot answer
+	fallbackTat   int64                   // the GCRA of the key's pacing while its fleet cannot answer, Unix nanoseconds (see fleetBooked)
 	members       int                     // the processes that sent to the key lately, as its fleet last said
 	fleetAccepted int                     // successes not yet told to the fleet's shared controller
+	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (FleetRequest.Owed)
+	costs         *costState              // the quotas the key's server keeps in tokens or points, under WithCost
 }
 
 // hold marks ks as held by a call, which will release it when it ends.
@@ -82,7 +85,7 @@ func (ks *keyState) busy(now int64) bool {
 	defer ks.mu.Unlock()
 	if x := ks.extra; x != nil {
 		if x.inflight > 0 || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 ||
-			x.window != nil && x.window.matters(now) {
+			x.window != nil && x.window.matters(now) || x.costs != nil && x.costs.busy(now) {
 			return true
 		}
 	}
@@ -90,7 +93,8 @@ func (ks *keyState) busy(now int64) bool {
 }
 
 // controller returns the key's controller under mode; nil when adaptive
-// pacing is off.
+// pacing is off. It must not be called with ks.mu held; see
+// controllerLocked.
 func (ks *keyState) controller(mode AdaptiveMode) controller {
 	switch mode {
 	case AdaptiveOff:
@@ -101,6 +105,35 @@ func (ks *keyState) controller(mode AdaptiveMode) controller {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	return ks.extraLocked().ctl
+}
+
+// controllerLocked is controller, with ks.mu held.
+func (ks *keyState) controllerLocked(mode AdaptiveMode) controller {
+	switch mode {
+	case AdaptiveOff:
+		return nil
+	case AdaptiveDefault:
+		return &ks.gentle
+	}
+	return ks.extraLocked().ctl
+}
+
+// growLocked makes the key's bucket follow its controller's rate at now
+// where that rate grows with time alone (Gentle finding the limit), so that
+// calls waiting for a token see it grow though few answers come back. It
+// reports whether the rate is growing so. It requires ks.mu held.
+func (ks *keyState) growLocked(mode AdaptiveMode, now time.Time, ceiling rate.Limit) bool {
+	if mode != AdaptiveDefault || ks.limiter == nil {
+		return false
+	}
+	if ks.starting.Load() {
+		return ks.startLocked(now)
+	}
+	r, ok := ks.gentle.grown(now)
+	if ok {
+		ks.setRateLocked(now, min(ceiling, rate.Limit(r)), int(ks.burst))
+	}
+	return ok
 }
 
 // extraLocked returns ks.extra, making it if needed. It requires ks.mu
@@ -220,13 +253,56 @@ func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
 	return time.Duration(secs)
 }
 
+// serverTurnLocked returns how long after at the n-th call in line would
+// get its token if the key's bucket paced at the rate its server allows,
+// as polite knows it (see judgedRateLocked): the wait by which a call may
+// be refused. It requires ks.mu held.
+func (ks *keyState) serverTurnLocked(at time.Time, n int, ctl controller, ceiling rate.Limit) time.Duration {
+	if ks.limiter == nil || ks.limit == rate.Inf {
+		return 0
+	}
+	judged := ks.judgedRateLocked(ctl, ceiling)
+	if judged == ks.limit {
+		return ks.turnWaitLocked(at, n)
+	}
+	if judged == rate.Inf {
+		return 0
+	}
+	missing := float64(n) - ks.limiter.TokensAt(at)
+	if missing <= 0 {
+		return 0
+	}
+	return time.Duration(min(math.Ceil(missing/float64(judged)*1e9), math.MaxInt64))
+}
+
+// judgedRateLocked returns the rate at which the wait of the key's queue is
+// judged: the rate of its bucket where the Transport was told it (WithRate,
+// WithGlobalRate) and no controller sets it; otherwise the server's limit
+// as the controller knows it (stated, or measured by throttles), never
+// above the WithRate ceiling nor below the bucket's own rate, and
+// unbounded while it is unknown. A controller may pace below the server's
+// limit for a while (finding it from a floor, halving while refused): that
+// is polite's own caution, and no call is refused for it. It requires
+// ks.mu held.
+func (ks *keyState) judgedRateLocked(ctl controller, ceiling rate.Limit) rate.Limit {
+	if ctl == nil || ks.limit >= ceiling {
+		return ks.limit
+	}
+	server := rate.Inf
+	if l := ctl.serverLimit(); l > 0 {
+		server = rate.Limit(l)
+	}
+	return max(ks.limit, min(ceiling, server))
+}
+
 // nextTurnWait returns how long a call arriving at instant at would wait for
-// its pause and its token. It is an estimate for deciding whether a retry
-// fits before a deadline.
-func (ks *keyState) nextTurnWait(at time.Time) (pause, turn time.Duration) {
+// its pause and its token, at the rate it would be judged by (see
+// judgedRateLocked). It is an estimate for deciding whether a retry fits
+// before a deadline.
+func (ks *keyState) nextTurnWait(at time.Time, ctl controller, ceiling rate.Limit) (pause, turn time.Duration) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	return ks.pauseLeftLocked(at), ks.turnWaitLocked(at, ks.waitingLocked()+1)
+	return ks.pauseLeftLocked(at), ks.serverTurnLocked(at, ks.waitingLocked()+1, ctl, ceiling)
 }
 
 // leave removes a waiter from the queue, and wakes the next head if it was
@@ -262,12 +338,13 @@ func (ks *keyState) wakeHeadLocked() {
 }
 
 // observe feeds the outcome o of an attempt that ended at now (and the
-// limit the server states, if any, and what Gentle.sending said when the
-// attempt was sent) to the key's controller, and makes the key's bucket
-// follow the controller's rate, capped by the ceiling (the WithRate rate
-// and burst). A change of rate wakes the head of the queue,
-// so that it waits for the new rate, not the old one.
-func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated float64, sent uint32, ceiling rate.Limit, cap int) {
+// limit the server states, if any, what Gentle.sending said when the
+// attempt was sent, and its round trip, 0 if unknown) to the key's
+// controller, and makes the key's bucket follow the controller's rate,
+// capped by the ceiling (the WithRate rate and burst). A change of rate
+// wakes the head of the queue, so that it waits for the new rate, not the
+// old one.
+func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated float64, sent uint32, rtt time.Duration, ceiling rate.Limit, cap int) {
 	var perSecond float64
 	var burst int
 	var enabled bool
@@ -275,18 +352,55 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated 
 	case ctl == nil:
 		return
 	case mode == AdaptiveDefault:
-		perSecond, burst, enabled = ks.gentle.observeSent(now, o, stated, sent)
+		perSecond, burst, enabled = ks.gentle.observeSent(now, o, stated, sent, rtt)
 	default:
 		// As in the AWS SDKs, any answer but a throttle counts as a success.
 		perSecond, burst, enabled = ctl.observe(now, o == outcomeThrottled, stated)
 	}
 	if !enabled {
+		if ks.starting.Load() {
+			ks.mu.Lock()
+			ks.startLocked(now)
+			ks.mu.Unlock()
+		}
 		return // the bucket keeps the ceiling it was made with
 	}
-	limit := min(ceiling, rate.Limit(perSecond))
-	burst = min(burst, cap, math.MaxInt32)
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	ks.starting.Store(false)
+	ks.setRateLocked(now, min(ceiling, rate.Limit(perSecond)), min(burst, cap, math.MaxInt32))
+}
+
+// startLocked paces the key's first contact at now, under AdaptiveDefault
+// with no WithRate ceiling: the bucket, made when a second call finds the
+// first still out, follows Gentle.startRate; once that is over, the key
+// goes unpaced again, and its bucket is dropped. It reports whether the
+// first contact goes on. It requires ks.mu held.
+func (ks *keyState) startLocked(now time.Time) bool {
+	r, ok := ks.gentle.startRate(now)
+	switch {
+	case ok && ks.limiter == nil:
+		ks.limit, ks.burst = rate.Limit(r), gentleInitial
+		ks.limiter = rate.NewLimiter(ks.limit, gentleInitial)
+		ks.limiter.AllowN(now, 1) // the call already out, unpaced
+		ks.starting.Store(true)
+	case ok:
+		ks.setRateLocked(now, rate.Limit(r), gentleInitial)
+	case ks.starting.Load():
+		ks.starting.Store(false)
+		ks.limiter, ks.limit, ks.burst = nil, rate.Inf, 0
+		if ks.extra != nil {
+			ks.extra.changed = now.UnixNano()
+		}
+		ks.wakeHeadLocked()
+	}
+	return ok
+}
+
+// setRateLocked makes the key's bucket pace at limit with burst from now
+// on, if it does not already, and wakes the head of the queue to see the
+// new rate. It requires ks.mu held.
+func (ks *keyState) setRateLocked(now time.Time, limit rate.Limit, burst int) {
 	if limit == ks.limit && int32(burst) == ks.burst {
 		return
 	}
@@ -303,57 +417,20 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated 
 	ks.wakeHeadLocked()
 }
 
-// admit returns when the call may send its next attempt: once any server
-// pause of its key is over and, with a local rate, the key's bucket has
-// given it a token. It refuses at once, with a *ThrottledError, a wait that
-// would end after the context deadline or a server pause longer than the
-// Transport allows. If the context is done while the call waits, it
-// returns the context's cause, having taken no token.
-func (c *call) admit() error {
-	if c.t.cfg.crawlDelay {
-		if err := c.admitRobots(); err != nil {
-			return err
-		}
-	}
-	if c.t.cfg.fleet != nil {
-		if err := c.admitFleets(); err != nil {
-			return err
-		}
-	} else {
-		if ks := c.state(); ks != nil {
-			if err := c.admitOn(ks); err != nil {
-				return err
-			}
-		}
-		if g := c.t.global; g != nil {
-			if err := c.admitOn(g); err != nil {
-				return err
-			}
-		}
-		if c.t.cfg.window.N > 0 {
-			if err := c.admitWindow(c.need()); err != nil {
-				return err
-			}
-		}
-	}
-	if c.t.cfg.crawlDelay {
-		if err := c.spaceRobots(); err != nil {
-			return err
-		}
-	}
-	if err := c.admitQuota(); err != nil {
-		return err
-	}
-	return c.acquireSlot()
-}
-
-// admitOn returns when the pause and bucket of ks (a key's, or the
-// Transport's global one) let the call go.
-func (c *call) admitOn(ks *keyState) error {
+// admitOn returns when the pause and bucket of ks (a key's, whose
+// controller mode sets, or the Transport's global one, under AdaptiveOff)
+// let the call go.
+func (c *call) admitOn(ks *keyState, mode AdaptiveMode) error {
+	ceiling, _ := c.t.keys.ceiling()
 	ks.mu.Lock()
 	if ks.limiter == nil && (ks.extra == nil || ks.extra.pausedUntil == 0 && ks.waitingLocked() == 0) {
-		ks.mu.Unlock()
-		return nil // nothing to wait for, and no need to read the clock
+		// A key with no history goes unpaced while its calls go one at a
+		// time; a second call that finds the first still out begins the
+		// pacing of its first contact.
+		if mode != AdaptiveDefault || ceiling != rate.Inf || ks.calls.Load() <= 1 || !ks.startLocked(time.Now()) {
+			ks.mu.Unlock()
+			return nil // nothing to wait for, and no need to read the clock
+		}
 	}
 	now := time.Now()
 	pause := ks.pauseNowLocked(now)
@@ -361,14 +438,24 @@ func (c *call) admitOn(ks *keyState) error {
 		ks.mu.Unlock()
 		return nil
 	}
-	turn := ks.turnWaitLocked(now, ks.waitingLocked()+1)
+	if ks.growLocked(mode, now, ceiling) && pause == 0 && ks.waitingLocked() == 0 && ks.limiter.AllowN(now, 1) {
+		ks.mu.Unlock()
+		return nil
+	}
+	n := ks.waitingLocked() + 1
+	turn := ks.turnWaitLocked(now, n)
+	judged := ks.serverTurnLocked(now, n, ks.controllerLocked(mode), ceiling)
 	ks.mu.Unlock()
-	if err := c.refuseWait(pause, turn, now); err != nil {
+	if err := c.refuseWait(pause, judged, now); err != nil {
 		return err
 	}
 	c.waiting(max(pause, turn), pauseCause(pause, turn))
-	return c.waitTurn(ks, now.Add(max(pause, turn)))
+	return c.waitTurn(ks, mode, now.Add(max(pause, turn)))
 }
+
+// growingNap bounds how long the head of a key's queue sleeps while its
+// rate grows with time (see growLocked), so that it sees the growth.
+const growingNap = 20 * time.Millisecond
 
 // admitQuota returns when the server's quota for the request lets it go:
 // evenly paced while quota is left, after its reset once it is spent.
@@ -426,8 +513,8 @@ func (c *call) waitFor(wait time.Duration, now time.Time, cause WaitCause, serve
 // The head of the queue sleeps until the key's pause is over and a token
 // is there; the others sleep until they become the head. told is when the
 // wait was reported to end: a wait that grows past it is reported again,
-// for what it adds.
-func (c *call) waitTurn(ks *keyState, told time.Time) error {
+// for what it adds. mode is as for admitOn.
+func (c *call) waitTurn(ks *keyState, mode AdaptiveMode, told time.Time) error {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	ks.mu.Lock()
 	x := ks.extraLocked()
@@ -442,15 +529,17 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 			ks.leave(e)
 		}
 	}()
+	ceiling, _ := c.t.keys.ceiling()
 	var due int64 // when the head's token was due, Unix nanoseconds
 	for {
 		var (
-			now         = time.Now()
-			pause, turn time.Duration
-			sleepFor    = time.Duration(-1) // not the head: until woken
+			now                 = time.Now()
+			pause, turn, judged time.Duration
+			sleepFor            = time.Duration(-1) // not the head: until woken
 		)
 		ks.mu.Lock()
 		if x.queue.Front() == e {
+			growing := ks.growLocked(mode, now, ceiling)
 			pause = ks.pauseNowLocked(now)
 			if pause == 0 && (ks.limiter == nil || ks.limiter.AllowN(ks.takeAt(now, due), 1)) {
 				ks.removeLocked(e)
@@ -459,14 +548,18 @@ func (c *call) waitTurn(ks *keyState, told time.Time) error {
 				return nil
 			}
 			turn = ks.turnWaitLocked(now, 1)
+			judged = ks.serverTurnLocked(now, 1, ks.controllerLocked(mode), ceiling)
 			sleepFor = max(pause, turn, time.Nanosecond)
+			if growing && pause < sleepFor {
+				sleepFor = max(pause, min(sleepFor, growingNap))
+			}
 			due = now.Add(sleepFor).UnixNano()
 		}
 		ks.mu.Unlock()
 		if sleepFor >= 0 {
 			// The head's wait can have grown since the call queued: the
 			// server paused the key. It never sleeps past the deadline.
-			if err := c.refuseWait(pause, turn, now); err != nil {
+			if err := c.refuseWait(pause, judged, now); err != nil {
 				return err
 			}
 			if end := now.Add(sleepFor); end.Sub(told) > time.Millisecond {

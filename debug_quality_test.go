@@ -51,8 +51,8 @@ func TestDebugQuality(t *testing.T) {
 		}
 		for _, c := range strings.Split(client, ",") {
 			r := sc.run(t, c, seed)
-			fmt.Printf("%s × %s: utilization %.3f, rejected %.2f%%, attempts/call %.2f, p99 %v, settle %v\n",
-				sc.name, c, r.utilization, 100*r.rejected, r.amplify, r.p99, r.converge)
+			fmt.Printf("%s × %s: utilization %.3f, rejected %.2f%%, attempts/call %.2f, p99 %v, p99 ok %v, failed locally %d, timed out %d, settle %v\n",
+				sc.name, c, r.utilization, 100*r.rejected, r.amplify, r.p99, r.p99ok, r.local, r.timedOut, r.converge)
 			fmt.Printf("  ok/refused per 250ms:%s\n", r.timeline())
 		}
 	}

@@ -52,6 +52,31 @@ func (e *ThrottledError) Error() string {
 // Is reports whether target is [ErrThrottled].
 func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
 
+// ErrTooLarge reports that a request was not sent because its cost (see
+// [WithCost]) is larger than the server's whole limit in some unit: no
+// wait would let it through. Errors that match it with [errors.Is] are
+// [*CostError] values.
+var ErrTooLarge = errors.New("polite: request larger than the server's limit")
+
+// CostError is the error returned for a request whose cost is larger than
+// the limit the server states (or [WithQuota] states) in some unit. It
+// matches [ErrTooLarge] with [errors.Is]. The request was not sent.
+type CostError struct {
+	Key   string  // the request's key (see [WithKey] and [Estimator])
+	Unit  string  // the unit, as [Quota.Unit] names it
+	Cost  float64 // the request's cost in Unit
+	Limit float64 // the server's limit in Unit
+}
+
+// Error implements the error interface.
+func (e *CostError) Error() string {
+	return fmt.Sprintf("polite: %q: a request of %s %s is larger than the server's limit of %s",
+		e.Key, strconv.FormatFloat(e.Cost, 'f', -1, 64), e.Unit, strconv.FormatFloat(e.Limit, 'f', -1, 64))
+}
+
+// Is reports whether target is [ErrTooLarge].
+func (e *CostError) Is(target error) bool { return target == ErrTooLarge }
+
 // ErrRobotsUnreachable reports that a request was not sent because its
 // host's robots.txt could not be fetched (a 5xx, a 429 or a network error),
 // under [WithCrawlDelay]: RFC 9309 then has crawlers assume the whole host

@@ -44,10 +44,11 @@ type Hooks struct {
 	OnWait func(Event)
 
 	// OnRefused is called when polite refuses a call without sending it:
-	// a wait that would end after the context deadline or exceed the
+	// a wait that would not end before the context deadline or exceed the
 	// WithMaxRetryAfter cap (Err is the [*ThrottledError] that the call
-	// returns), or a host off limits under [WithCrawlDelay] (Err is the
-	// [*RobotsError]).
+	// returns), a host off limits under [WithCrawlDelay] (Err is the
+	// [*RobotsError]), or a request larger than the server's limit (Err is
+	// the [*CostError]).
 	OnRefused func(Event)
 
 	// OnAttempt is called when an attempt has been answered: StatusCode is
@@ -111,10 +112,15 @@ const (
 	WaitCrawlDelay
 	// WaitBackoff is the delay before a retry.
 	WaitBackoff
+	// WaitCost is the request's cost (see [WithCost]): the quotas it counts
+	// against in tokens or points hold less than it, or requests ahead of
+	// it wait for theirs.
+	WaitCost
 )
 
 // String returns the cause's name, as the metrics of package politeotel
-// name it: "rate", "pause", "quota", "slot", "crawl_delay" or "backoff".
+// name it: "rate", "pause", "quota", "slot", "crawl_delay", "backoff" or
+// "cost".
 func (w WaitCause) String() string {
 	switch w {
 	case WaitRate:
@@ -129,6 +135,8 @@ func (w WaitCause) String() string {
 		return "crawl_delay"
 	case WaitBackoff:
 		return "backoff"
+	case WaitCost:
+		return "cost"
 	}
 	return "WaitCause(" + strconv.Itoa(int(w)) + ")"
 }
@@ -217,6 +225,14 @@ func (t *Transport) refused(e Event, err *ThrottledError) {
 		h(e)
 	}
 	t.log(e, slog.LevelWarn, "polite: wait refused", slog.Duration("wait", err.Wait), slog.Duration("allowed", err.Allowed))
+}
+
+func (t *Transport) tooLarge(e Event, err *CostError) {
+	if h := t.cfg.hooks.OnRefused; h != nil {
+		h(e)
+	}
+	t.log(e, slog.LevelWarn, "polite: request larger than the server's limit", slog.String("unit", err.Unit),
+		slog.Float64("cost", err.Cost), slog.Float64("limit", err.Limit))
 }
 
 func (t *Transport) offLimits(e Event) {

@@ -17,8 +17,8 @@ import (
 // error, and the Transport then paces on its own (it fails open).
 type Fleet interface {
 	// Reserve books the next send for key under the limits of r, for the
-	// whole fleet, and returns how long after the call the sender is to
-	// wait before it sends. A booking that would need a wait longer
+	// whole fleet (with r.Owed sends made without it before), and returns
+	// how long after the call the sender is to wait before it sends. A booking that would need a wait longer
 	// than r.MaxWait is not made: the grant says so and gives the wait.
 	Reserve(ctx context.Context, key string, r FleetRequest) (FleetGrant, error)
 
@@ -43,6 +43,15 @@ type Fleet interface {
 	// heard from the fleet, without asking the store: a send booked
 	// before a pause that another process set checks it before it goes.
 	Paused(key string) time.Duration
+
+	// Adjust tells the fleet of changes to key's quotas in units other
+	// than requests since their sends were booked (see
+	// [FleetRequest.Costs]): what the sends gave back (the part of their
+	// cost they did not use, or the whole of it when the server throttled
+	// them), and the most each quota can hold now, as the server last
+	// said. It must not block: the fleet may tell the store later, in
+	// batches.
+	Adjust(key string, a []FleetAdjust)
 
 	// Size returns how many processes share the fleet, at least 1: the
 	// Transport divides the fleet's rates by it when the store cannot
@@ -71,6 +80,46 @@ type FleetRequest struct {
 	// Accepted is how many of this process's sends to the key succeeded
 	// since its last request: the shared controller counts them.
 	Accepted int
+	// Owed is how many sends this process made to the key on its own,
+	// while the fleet could not answer, that the fleet has not counted, at
+	// most Burst (a bucket forgets what came before it last filled): the
+	// booking books that many more sends of the key's bucket, so that the
+	// fleet's schedule counts them, and the fleet does not let a burst
+	// through on top of them when it answers again.
+	Owed int
+	// NotBefore is the earliest, from now, the send may go: with Owed,
+	// the process's own pacing of the sends it made while the fleet could
+	// not answer, some of which may still be asleep until their slot.
+	NotBefore time.Duration
+	// Costs are what the send costs in units other than requests (see
+	// [WithCost]), in each unit whose quota is known: booked with the
+	// send, all or none, first come first served across the fleet.
+	Costs []FleetCost
+}
+
+// FleetCost is what a send costs in one unit other than requests, and the
+// quota of that unit for the whole fleet: Limit units, refilled every Per.
+type FleetCost struct {
+	Unit   string // as [Quota.Unit] names it
+	Amount float64
+	Limit  float64
+	Per    time.Duration
+}
+
+// FleetAdjust is a change of a fleet's quota in one unit other than
+// requests (see [Fleet.Adjust]): Limit units refilled every Per.
+type FleetAdjust struct {
+	Unit  string
+	Limit float64
+	Per   time.Duration
+	// GiveBack is what sends booked before gave back: the part of their
+	// cost they did not use, or all of it when the server throttled them.
+	// Below 0, they cost more than they took.
+	GiveBack float64
+	// AtMost, if Bounded, is the most the quota can hold now, as the
+	// server last said.
+	AtMost  float64
+	Bounded bool
 }
 
 // FleetGrant is a [Fleet]'s answer to a [FleetRequest].
@@ -170,9 +219,13 @@ func (c *call) admitFleets() error {
 	perSecond, burst := c.fleetRate()
 	// A shared controller paces when nothing else does: a configured or
 	// stated rate is the server's, and the fleet keeps to it.
+	costs, err := c.fleetCosts(ks)
+	if err != nil {
+		return err
+	}
 	shared := perSecond == 0 && c.t.keys.adaptive != AdaptiveOff && c.t.cfg.fleet.SharesController()
 	c.fleetShared = shared
-	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: shared}
+	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: shared, Costs: costs}
 	if c.t.cfg.window.N > 0 {
 		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
 	}
@@ -189,7 +242,7 @@ func (c *call) admitFleets() error {
 	if perSecond == 0 && !shared {
 		// Nothing configured or stated, and no shared controller: the
 		// key's own controller paces this process as if it were alone.
-		if err := c.admitOn(ks); err != nil {
+		if err := c.admitOn(ks, c.t.keys.adaptive); err != nil {
 			return err
 		}
 	}
@@ -244,6 +297,15 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	if deadline, ok := c.ctx.Deadline(); ok {
 		r.MaxWait = max(deadline.Sub(now), 0)
 	}
+	if r.Window.N == 0 && perSecond > 0 && key != fleetGlobalKey {
+		members := c.members(ks)
+		ks.mu.Lock()
+		if x := ks.extra; x != nil && x.fleetOwed > 0 {
+			r.Owed = x.fleetOwed
+			r.NotBefore = x.fallbackNext(now, perSecond/float64(members), float64(burst)/float64(members))
+		}
+		ks.mu.Unlock()
+	}
 	g, err := f.Reserve(c.ctx, key, r)
 	if err != nil {
 		if r.Accepted > 0 { // not told: the next booking tells them
@@ -255,15 +317,40 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 			return false, context.Cause(c.ctx)
 		}
 		members := c.members(ks)
-		return false, c.admitFallback(ks, perSecond/float64(members), max(burst/members, 1))
+		heard := time.Duration(0)
+		if key != fleetGlobalKey {
+			heard = f.Paused(key) // published by another process before Redis went
+		}
+		owe := 0
+		if key != fleetGlobalKey {
+			owe = max(burst, 1)
+		}
+		return c.admitFallback(ks, perSecond/float64(members), float64(burst)/float64(members), heard, owe)
 	}
-	if g.Members > 0 {
+	if g.Members > 0 || g.Granted && (r.Owed > 0 || perSecond > 0) {
+		// One hold of the key's lock for what the answer tells: the
+		// fleet's size, the sends owed that it booked, and the slot the
+		// fallback continues after.
+		members := c.members(ks)
 		ks.mu.Lock()
-		ks.extraLocked().members = g.Members
+		x := ks.extraLocked()
+		if g.Members > 0 {
+			x.members = g.Members
+			members = max(members, g.Members)
+		}
+		if g.Granted && r.Owed > 0 {
+			x.fleetOwed = max(x.fleetOwed-r.Owed, 0) // booked with this send
+		}
+		if g.Granted && perSecond > 0 {
+			x.fleetBooked(now.Add(g.Wait), perSecond/float64(members), float64(burst)/float64(members))
+		}
 		ks.mu.Unlock()
 	}
 	if key != fleetGlobalKey {
 		c.fleetGen = g.Gen
+		if c.cost != nil {
+			c.cost.booked = g.Granted && len(r.Costs) > 0
+		}
 	}
 	server := g.Paused > 0 && g.Paused >= g.Wait
 	if g.Paused > c.t.cfg.maxRetryAfter {
@@ -302,51 +389,118 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	return true, nil
 }
 
+// A key's fallback pacing, while its fleet cannot answer, is a GCRA of
+// the process's share of the fleet's rate and burst (a share of a burst
+// may be less than one request), kept in the key's state as its
+// theoretical arrival time (fallbackTat). Each send the fleet books moves
+// it on, so that a fallback starts where the fleet left off: after the
+// last send the fleet booked for this process (some may still be asleep
+// until their slot), with its share of the burst spent, not with a burst
+// of its own on top of the fleet's. A key the fleet never booked starts
+// with its share of the burst: a share under one request waits for the
+// rest of it.
+
+// fleetBooked records that the fleet booked a send of the key at slot,
+// for the fallback that may follow: no local send before slot plus burst
+// intervals at perSecond.
+func (x *keyExtra) fleetBooked(slot time.Time, perSecond, burst float64) {
+	ei := fallbackInterval(perSecond)
+	if t := slot.Add(time.Duration(burst * float64(ei))).UnixNano(); t > x.fallbackTat {
+		x.fallbackTat = t
+	}
+}
+
+// fallbackBook books a local send of the key at at or later, at perSecond
+// with burst, and returns its instant.
+func (x *keyExtra) fallbackBook(at time.Time, perSecond, burst float64) time.Time {
+	ei := fallbackInterval(perSecond)
+	if x.fallbackTat == 0 {
+		x.fallbackTat = at.UnixNano() // never used: full, with burst
+	}
+	slot := maxTime(at, x.fallbackNextAt(ei, burst))
+	x.fallbackTat = maxTime(time.Unix(0, x.fallbackTat), slot).Add(ei).UnixNano()
+	return slot
+}
+
+// fallbackNextAt returns when the key's next local send may go, at the
+// interval ei with burst.
+func (x *keyExtra) fallbackNextAt(ei time.Duration, burst float64) time.Time {
+	return time.Unix(0, x.fallbackTat).Add(-time.Duration((burst - 1) * float64(ei)))
+}
+
+// fallbackNext returns how long from now the key's next local send may
+// go, at perSecond with burst: 0 if at once.
+func (x *keyExtra) fallbackNext(now time.Time, perSecond, burst float64) time.Duration {
+	return max(x.fallbackNextAt(fallbackInterval(perSecond), burst).Sub(now), 0)
+}
+
+// fallbackInterval returns the interval of a GCRA at perSecond (> 0).
+func fallbackInterval(perSecond float64) time.Duration {
+	return time.Duration(min(float64(time.Second)/perSecond, float64(maxPause)))
+}
+
 // admitFallback paces the call on the key's own, while the fleet cannot
-// answer: it waits for any pause this process saw, and for a token of a
-// bucket of perSecond (0: none) and burst kept for that.
-func (c *call) admitFallback(ks *keyState, perSecond float64, burst int) error {
+// answer: it waits for any pause this process saw or heard of from the
+// fleet (heard), and for a slot of the key's fallback GCRA of perSecond
+// (0: none) and burst. A send it books is owed to the fleet (see
+// FleetRequest.Owed), up to owe, from the moment it is booked: a booking
+// another call makes meanwhile counts it, though it still sleeps.
+func (c *call) admitFallback(ks *keyState, perSecond, burst float64, heard time.Duration, owe int) (again bool, err error) {
 	ks.mu.Lock()
-	// The clock is read under the lock: a rate.Limiter given instants out
-	// of order refills twice over the overlap.
 	now := time.Now()
-	pause := ks.pauseNowLocked(now)
-	var res *rate.Reservation
+	pause := max(ks.pauseNowLocked(now), heard)
+	wait := pause
+	owed := false
 	if perSecond > 0 {
 		x := ks.extraLocked()
-		limit, b := rate.Limit(perSecond), max(burst, 1)
-		if x.fallback == nil {
-			x.fallback = rate.NewLimiter(limit, b)
-		} else if x.fallback.Limit() != limit || x.fallback.Burst() != b {
-			x.fallback.SetLimitAt(now, limit)
-			x.fallback.SetBurstAt(now, b)
+		wait = x.fallbackBook(now.Add(pause), perSecond, burst).Sub(now)
+		if owed = owe > 0 && x.fleetOwed < owe; owed {
+			x.fleetOwed++
 		}
-		res = x.fallback.ReserveN(now.Add(pause), 1)
 	}
 	ks.mu.Unlock()
-	wait := pause
-	if res != nil {
-		wait = res.DelayFrom(now)
-	}
 	cancel := func() {
-		if res != nil {
-			res.CancelAt(time.Now())
+		if perSecond > 0 { // give the slot back (exactly, if none was booked after it)
+			ks.mu.Lock()
+			x := ks.extraLocked()
+			x.fallbackTat -= int64(fallbackInterval(perSecond))
+			if owed {
+				x.fleetOwed = max(x.fleetOwed-1, 0)
+			}
+			ks.mu.Unlock()
 		}
 	}
 	if err := c.refuseWait(pause, wait, now); err != nil {
 		cancel()
-		return err
+		return false, err
+	}
+	if wait-pause > fallbackHorizon {
+		// The local slot is far: the fleet may answer again before it
+		// comes, and book the send in its schedule. Rather than hold a
+		// slot beside that schedule, the call asks the fleet again in a
+		// while.
+		cancel()
+		nap := max(pause, fallbackHorizon)
+		c.waiting(nap, pauseCause(pause, nap))
+		if err := sleep(c.ctx, nap); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	if wait <= 0 {
-		return nil
+		return false, nil
 	}
 	c.waiting(wait, pauseCause(pause, wait))
 	if err := sleep(c.ctx, wait); err != nil {
 		cancel()
-		return err
+		return false, err
 	}
-	return nil
+	return false, nil
 }
+
+// fallbackHorizon is how far ahead a key's fallback books a local send:
+// a call whose slot is further asks the fleet again after this long.
+const fallbackHorizon = 100 * time.Millisecond
 
 // fleetRate returns the fleet-wide rate and burst: the ceiling
 // (WithRate), or the rate of the quota the server reports for the request

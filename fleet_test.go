@@ -42,6 +42,8 @@ func (f *downFleet) SharesController() bool { return true }
 
 func (f *downFleet) Size() int { return f.size }
 
+func (f *downFleet) Adjust(string, []polite.FleetAdjust) {}
+
 // A fleet of 4 whose store is down: each Transport paces at a quarter of
 // the fleet's rate, with a quarter of its burst, and no call fails.
 func TestFleetDownPacesAtAShare(t *testing.T) {
@@ -106,11 +108,13 @@ func TestFleetHearsOnePauseAResponse(t *testing.T) {
 	})
 }
 
-// recordingFleet grants every send at once and records what it was asked.
+// recordingFleet grants every send at once and records what it was asked
+// and told.
 type recordingFleet struct {
-	mu   sync.Mutex
-	asks []polite.FleetRequest
-	keys []string
+	mu      sync.Mutex
+	asks    []polite.FleetRequest
+	keys    []string
+	adjusts []polite.FleetAdjust
 }
 
 func (f *recordingFleet) Reserve(_ context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
@@ -131,6 +135,12 @@ func (f *recordingFleet) Paused(string) time.Duration { return 0 }
 func (f *recordingFleet) SharesController() bool { return true }
 
 func (f *recordingFleet) Size() int { return 1 }
+
+func (f *recordingFleet) Adjust(_ string, a []polite.FleetAdjust) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adjusts = append(f.adjusts, a...)
+}
 
 // What a Transport asks its fleet for: the configured rate and burst, the
 // window with its guard, the time left before the deadline; no rate at all

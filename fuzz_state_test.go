@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,7 +137,16 @@ func FuzzSignalsJSON(f *testing.F) {
 			t.Fatalf("reset %v came back %v", s.Quota.Reset, back.Quota.Reset)
 		}
 		back.Quota.Reset, s.Quota.Reset = time.Time{}, time.Time{}
-		if back != s {
+		if len(back.Quotas) != len(s.Quotas) {
+			t.Fatalf("quotas %+v came back %+v", s.Quotas, back.Quotas)
+		}
+		for i := range s.Quotas {
+			if !back.Quotas[i].Reset.Equal(s.Quotas[i].Reset) {
+				t.Fatalf("reset %v came back %v", s.Quotas[i].Reset, back.Quotas[i].Reset)
+			}
+			back.Quotas[i].Reset, s.Quotas[i].Reset = time.Time{}, time.Time{}
+		}
+		if !reflect.DeepEqual(back, s) {
 			t.Fatalf("%+v came back %+v", s, back)
 		}
 	})

@@ -9,22 +9,44 @@ import (
 
 // Constants of Gentle, each explained in its documentation.
 const (
-	gentleHold     = 0.99        // the share of the estimated limit the rate holds at
-	gentleWait     = 4.0         // seconds held before a probe
-	gentleDouble   = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
-	gentleRisen    = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
-	gentleCooldown = time.Second // throttles this soon after an event belong to it, when the sending is unknown
-	gentleMinRate  = 0.5         // requests per second
-	gentleMaxRate  = 1e9         // requests per second: a probe that long unanswered by a throttle grows no further
+	gentleHold      = 0.99        // the share of the estimated limit the rate holds at
+	gentleWait      = 4.0         // seconds held before a probe
+	gentleShortWait = 0.75        // seconds held before a probe, at least, after a drop
+	gentleShorten   = 0.15        // after a drop, the hold is this share of the time since, until it is gentleWait
+	gentleDrop      = 0.5         // an event that lowers an estimate that stood below this share of it is a drop
+	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
+	gentleRisen     = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
+	gentleCooldown  = time.Second // throttles this soon after an event belong to it, when the sending is unknown
+	gentleMinRate   = 0.5         // requests per second
+	gentleMaxRate   = 1e9         // requests per second: a probe that long unanswered by a throttle grows no further
+	gentleRound     = 8           // round trips whose least is compared with the base
+	gentleFindRTTs  = 8           // least round trips in which the rate doubles while finding the limit
+	gentleInitial   = 2           // requests a key with no history sends at once
+	gentleMinRound  = 0.02        // seconds: the least round of the first contact
+	gentleRounds    = 30          // rounds after which the first contact no longer paces
+	gentleBaseEpoch = 10          // seconds: the base is the least round trip of the last one to two epochs
+	gentleQueued    = 2.0         // requests' worth of added round trip that shows the server queueing
+	gentleMinQueue  = 1000        // microseconds: less added round trip is noise
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault). Like
-// the AWS SDKs' CUBIC controller ([Cubic]) it limits nothing until the
-// first throttle, then sets a rate and grows it back; unlike it, it
-// measures the server's limit, holds just below it, and probes above it
-// now and then, so that it wastes little of the server's quota. It is
-// usable outside HTTP and safe for concurrent use. Create it with
-// [NewGentle].
+// the AWS SDKs' CUBIC controller ([Cubic]) it sets a rate once the server
+// first throttles and grows it back; unlike it, it measures the server's
+// limit, holds just below it, and probes above it now and then, so that it
+// wastes little of the server's quota; it opens a key's first contact as
+// TCP's slow start does; and it hears a server that queues rather than
+// refuses. It is usable outside HTTP and safe for concurrent use. Create
+// it with [NewGentle].
+//
+// # First contact
+//
+// A key with no history sends 2 requests at once, then at a rate that
+// doubles every round (the least round trip seen, 20 ms at least) until
+// the server throttles, states a limit in its headers, or the rate has
+// outgrown any demand (30 rounds): a server whose burst is small refuses
+// the few requests of one round, not every caller's first. A caller that
+// sends one request at a time is never held by it (the Transport paces a
+// key's first contact only when its calls crowd it).
 //
 // # Measuring the limit
 //
@@ -49,11 +71,33 @@ const (
 //   - the first event has no event before it: what was accepted since the
 //     first attempt, over at least a second, is only a floor (a server
 //     with a burst accepts that much in a moment), counting the requests
-//     in flight at the event that succeed.
+//     in flight at the event that succeed; the event that ends the climb
+//     from it takes the rate at which the last round of successes came
+//     (no more than the successes of the last second: a window that
+//     allows a burst lets a round through at any rate), which tells the
+//     limit better than the whole climb.
 //
 // When the server states its limit ([Gentle.UpdateStated]: in headers,
 // with its window), that is the estimate from the first throttle on,
 // instead of a floor, and a ceiling: Gentle never probes above it.
+//
+// # Queueing servers
+//
+// A server that holds what it cannot serve yet (nginx's limit_req without
+// nodelay) refuses nothing until its queue is full: the round trip says
+// so first. Gentle keeps the least round trip of the last 10 to 20
+// seconds as the base and, every 8 successes, compares the least of them
+// with it: when that stands two requests' worth above the base at the
+// rate (a millisecond, and the base itself, at least) in two rounds in a
+// row while the rate rises, the server is queueing. That is a congestion
+// event no refusal showed: the rise stops, and the estimate becomes the
+// rate at which the server served the last 8 (half to twice the last
+// estimate). The least of a round, not each round trip, is compared, and
+// two rounds, so that a new connection or a stall of the client's is not
+// taken for a queue; an endpoint that is slow from its first round trip
+// is its own base, and one whose round trips vary (10 to 20 ms) does not
+// double its least; and while the rate holds, a slow moment is no signal
+// at all.
 //
 // # The rate
 //
@@ -63,47 +107,85 @@ const (
 // throttle has found the limit risen, and doubles every quarter of a
 // second from there. While the limit is being found (from a floor, and
 // after each event that found it more than 5% higher) there is no hold,
-// and the rate doubles every quarter of a second. A limit that rose is thus
-// found within about 5 seconds, and one that did not costs about one
-// refused request every 4 seconds. The curve is scaled to W, so it behaves
-// alike at 1 and at 10,000 requests per second (Cubic's constant is
-// absolute: slow at high rates, abrupt at low ones).
+// and the rate doubles every quarter of a second; from a floor, every 8
+// least round trips (a sixteenth of a second at least), so that a floor
+// far below the limit is left in round trips, not seconds. A limit that
+// stood and drops to less than half may come back: after such a drop
+// the hold is 15% of the time since the drop (three quarters of a second
+// at least), until that is four seconds again. A limit that rose is thus
+// found within about 5 seconds (15% of the time it stayed low, after a
+// drop, and the probe's climb), and one that did not costs about one
+// refused request every 4 seconds. The curve is scaled to W, so it
+// behaves alike at 1 and at 10,000 requests per second (Cubic's constant
+// is absolute: slow at high rates, abrupt at low ones).
 //
 // A request sent after an event and refused before any succeeded shows the
 // server still refusing at the new rate (a spent window, a limiter that
 // counts refusals): such a refusal halves the rate, once per round trip
 // (the refusals of requests sent before a halving do not halve again),
-// until a request succeeds. A 5xx that is no throttle, or a transport
-// error, says nothing of the limit: the rate neither grows nor falls, and
-// the time an outage lasts is left out of the next measurement. As Cubic,
-// once the limit is found Gentle never grows past twice the measured rate
-// of responses (a client that does not use its rate does not inflate it),
-// and it never goes below 0.5 requests per second (nor above a billion, so
-// that a probe no throttle answers never overflows). Its bucket holds a
-// single request, so that it paces evenly: a server whose own bucket holds
-// little sees no burst from it.
+// until a request succeeds. While the limit is found from a floor, the
+// curve stands still meanwhile, and the halving stops at a request every
+// four of its doublings, so that the server is asked again soon: the rate
+// never falls so low that nothing is sent to measure it. A 5xx that is no
+// throttle, or a transport error, says nothing of the limit: the rate
+// neither grows nor falls, and the time an outage lasts is left out of the
+// next measurement. As Cubic, once the limit is found Gentle never grows
+// past twice the measured rate of responses (a client that does not use
+// its rate does not inflate it), and it never goes below 0.5 requests per
+// second (nor above a billion, so that a probe no throttle answers never
+// overflows). Its bucket holds a single request, so that it paces evenly:
+// a server whose own bucket holds little sees no burst from it.
+//
+// # The server's limit and the callers
+//
+// Gentle paces below the server's limit for a while by design (climbing
+// from a floor, halving while refused). The Transport judges a call's
+// wait by the server's limit as Gentle knows it (stated, or measured by a
+// throttle; unknown, and so never the reason for a refusal, while it is
+// only a floor), not by Gentle's own rate: a call fails locally only when
+// the server could not serve it in time.
 type Gentle struct {
+	// mu guards the fields below mu. Instants are Unix nanoseconds (or
+	// seconds), and round trips microseconds, to keep a Gentle small: a
+	// crawler holds one per host. (The fields are ordered by size, not by
+	// topic, for the same reason.)
+	mu     sync.Mutex
+	since  int64   // the last congestion event, or the first attempt before one (moved on by outages)
+	ramp   int64   // when the curve of the rate began (moved on by outages, and by refusals while finding)
+	frozen int64   // when refusals stopped the curve while finding; 0 if they do not
+	last   int64   // the last outcome
+	round  int64   // when the first success of the round of round trips in progress came
+	rate   float64 // the rate to send at, before halving
+	limit  float64 // W: the estimate of the server's limit
+	stated float64 // the limit the server states; 0 if none
+
 	// phase counts congestion events and the first success after each,
 	// so that an attempt can tell whether it was sent after both (see
 	// observeSent): it is odd from an event to the first success after it,
 	// and moves on by 2 at each halving in between.
 	phase atomic.Uint32
+	// untimed reports that the round trips of attempts do not matter to g
+	// for now (see timed).
+	untimed atomic.Bool
 
-	// mu guards the fields below. Instants are Unix nanoseconds, to keep a
-	// Gentle small: a crawler holds one per host.
-	mu        sync.Mutex
-	since     int64   // the last congestion event, or the first attempt before one (moved on by outages)
-	last      int64   // the last outcome
-	rate      float64 // the rate to send at, before halving
-	limit     float64 // W: the estimate of the server's limit
-	stated    float64 // the limit the server states; 0 if none
-	event     uint32  // the phase right after the last event
-	accepted  int32   // successes of requests sent since the last event
-	spent     int16   // refusals of requests sent since the last event, before any success
-	enabled   bool    // an event has come
-	floor     bool    // W is only a floor
-	finding   bool    // the last event found W more than 5% above the one before: the limit is still being found
-	responses meter   // all responses
+	event    uint32    // the phase right after the last event
+	base     [2]uint32 // the least round trip of the previous epoch and of the current one
+	epoch    uint32    // Unix seconds when base[1]'s epoch began
+	least    uint32    // the least round trip of the round in progress
+	recent   float32   // the rate at which the successes of the last complete round came
+	slot     uint32    // the quarter second, counted from the Unix epoch, that second[slot%5] counts
+	dropped  uint32    // Unix seconds when a limit that stood last dropped; 0 if none
+	accepted int32     // successes of requests sent since the last event
+	second   [5]uint16 // successes in each of the last five quarter seconds
+	spent    int16     // refusals of requests sent since the last event, before any success
+	sampled  uint8     // round trips in the round in progress
+	enabled  bool      // an event has come
+	floor    bool      // W is only a floor
+	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
+	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
+	queued   bool      // the last complete round of round trips stood above the base
+
+	responses meter // all responses
 }
 
 // NewGentle returns a Gentle created at now, not enabled.
@@ -115,7 +197,7 @@ func NewGentle(now time.Time) *Gentle {
 
 // init makes g a Gentle created at now, not enabled.
 func (g *Gentle) init(now time.Time) {
-	g.responses, g.since, g.last = newMeter(now), now.UnixNano(), now.UnixNano()
+	g.responses, g.since, g.ramp, g.last = newMeter(now), now.UnixNano(), now.UnixNano(), now.UnixNano()
 }
 
 // Update feeds the outcome of one attempt that ended at now: throttled
@@ -138,7 +220,7 @@ func (g *Gentle) observe(now time.Time, throttled bool, stated float64) (float64
 	if throttled {
 		o = outcomeThrottled
 	}
-	return g.observeSent(now, o, stated, noSend)
+	return g.observeSent(now, o, stated, noSend, 0)
 }
 
 // noSend stands for an attempt whose sending is unknown: a throttle within
@@ -147,8 +229,8 @@ func (g *Gentle) observe(now time.Time, throttled bool, stated float64) (float64
 const noSend = math.MaxUint32
 
 // observeSent is observe for an attempt that was sent when sending
-// returned sent.
-func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint32) (float64, int, bool) {
+// returned sent, and whose round trip took rtt (0 if unknown).
+func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint32, rtt time.Duration) (float64, int, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	measured := g.responses.add(now)
@@ -179,6 +261,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		// nor falls, and the time it lasts is left out of the next
 		// measurement.
 		g.since = min(g.since+max(n-previous, 0), n)
+		g.ramp = min(g.ramp+max(n-previous, 0), n)
 		return g.state()
 	case outcomeOK:
 		if phase%2 == 1 && order >= 0 {
@@ -190,7 +273,15 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		case g.floor:
 			g.limit++ // in flight at the first event: part of the floor, over a second
 		}
-		g.spent = 0
+		if g.spent > 0 {
+			g.thaw(n)
+			g.spent = 0
+		}
+		g.count(n)
+		if delivered, queueing := g.sample(n, rtt); queueing && g.enabled && !g.floor && g.rising(n) {
+			g.queueing(n, delivered)
+			return g.state()
+		}
 		switch {
 		case g.enabled && g.finding:
 			g.rate = g.curve(n) // finding the limit: the curve, however little was sent
@@ -210,6 +301,9 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 				// new rate. The phase moves on (odd still), so that the
 				// refusals of requests sent before this halving do not
 				// halve again: one halving per round trip.
+				if g.spent == 0 && g.finding {
+					g.frozen = n
+				}
 				g.spent = min(g.spent+1, 16)
 				if sent != noSend {
 					g.phase.Store(phase + 2)
@@ -233,10 +327,33 @@ func (g *Gentle) congestion(n int64) {
 		g.limit, g.floor = g.stated, false
 	case !g.enabled:
 		g.limit, g.floor = float64(g.accepted)/math.Max(span, 1), true
-	case g.floor || span > g.hold():
-		g.limit, g.floor = math.Max(previous, measured), false // during a probe
+	case g.floor:
+		// Found from a floor: what came back lately tells the limit better
+		// than the whole ramp up to it: the rate of the last round of
+		// successes, but no more than the successes of the last second (a
+		// window that allows a burst lets a round through at any rate).
+		g.limit, g.floor = max(previous, measured, min(float64(g.recent), g.lastSecond(n))), false
+		g.fresh = true
+	case nanosToSeconds(n-g.ramp) > g.hold(n):
+		// During a probe: what was accepted since the last event counts the
+		// hold too; the last second, the probe's top (at most a quarter
+		// more than the estimate, for a server's burst lets a probe
+		// through above its limit for a while).
+		g.limit = max(previous, measured)
+		switch {
+		case g.limit > 1.05*previous:
+			g.fresh = true
+		case !g.finding: // after a hold, where it was: confirmed
+			g.fresh = false
+		}
 	default:
 		g.limit = math.Min(previous, math.Max(measured, previous/4)) // while holding
+		if (!g.fresh || span >= gentleShortWait) && g.limit < gentleDrop*previous {
+			// A limit that stood moves (a drop, not a limit found too
+			// high): probe again soon, for it may come back.
+			g.dropped = uint32(n / int64(time.Second))
+		}
+		g.fresh = false
 	}
 	if g.stated > 0 {
 		g.limit = math.Min(g.limit, g.stated)
@@ -244,19 +361,247 @@ func (g *Gentle) congestion(n int64) {
 	g.limit = math.Max(g.limit, gentleMinRate)
 	g.finding = !g.enabled || g.floor || g.limit > 1.05*previous
 	g.enabled = true
+	g.untimed.Store(false)
 	g.event = g.phase.Load() | 1 // odd: an event, no success since
 	g.phase.Store(g.event)
-	g.since, g.accepted, g.spent = n, 0, 0
+	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
+	g.recent, g.sampled = 0, 0 // a round measures what came after the event
 	g.rate = g.curve(n)
 }
 
-// hold returns how long the rate holds before a probe, in seconds. It
-// requires g.mu held.
-func (g *Gentle) hold() float64 {
-	if g.finding {
+// hold returns how long the rate holds before a probe, in seconds, at n
+// (Unix nanoseconds): none while finding the limit; gentleWait; and after
+// a drop of a limit that stood, 15% of the time since the drop, three
+// quarters of a second at least, so that a limit that comes back soon is
+// found soon, and one that stays low costs fewer probes as time goes by
+// (the loss to a limit that came back is about 15% of the time it stayed
+// low; the cost, a refused probe every hold). It requires g.mu held.
+func (g *Gentle) hold(n int64) float64 {
+	switch {
+	case g.finding:
 		return 0 // probe on
+	case g.dropped != 0:
+		if since := nanosToSeconds(n) - float64(g.dropped); since < gentleWait/gentleShorten {
+			return max(gentleShortWait, gentleShorten*since)
+		}
+		g.dropped = 0
 	}
 	return gentleWait
+}
+
+// findDouble returns the seconds in which the rate doubles while the limit
+// is being found: gentleFindRTTs of the least round trip, so that a rate
+// cut far below the limit comes back in round trips, but never slower
+// than a quarter of gentleDouble (when round trips are long, or unknown).
+// It requires g.mu held.
+func (g *Gentle) findDouble() float64 {
+	base := g.baseLocked()
+	if base == 0 || !g.floor {
+		return gentleDouble / 4
+	}
+	return min(max(gentleFindRTTs*float64(base)/1e6, gentleDouble/16), gentleDouble/4)
+}
+
+// rising reports whether the rate is above its hold at n (Unix
+// nanoseconds): probing, or finding the limit. It requires g.mu held.
+func (g *Gentle) rising(n int64) bool {
+	return g.finding || nanosToSeconds(n-g.ramp) > g.hold(n)
+}
+
+// sample takes the round trip rtt of a success that came at n (Unix
+// nanoseconds). Every gentleRound successes it compares the least round
+// trip of the round with the base, the least of the last one to two
+// epochs of gentleBaseEpoch seconds: two rounds in a row that took
+// gentleQueued requests' worth longer at the rate (at least
+// gentleMinQueue, and the base itself) show the server queueing the
+// requests rather than refusing them. Then it also returns the rate at
+// which the round's successes came: the rate the server serves its queue
+// at. The least of a round, not each round trip, is compared, so that a
+// new connection or a pause of the client's is not taken for a queue; and
+// a slow endpoint is slow from its first round trip, which makes it the
+// base. It requires
+// g.mu held.
+func (g *Gentle) sample(n int64, rtt time.Duration) (delivered float64, queueing bool) {
+	if rtt <= 0 {
+		return 0, false
+	}
+	us := uint32(min(max(rtt/time.Microsecond, 1), math.MaxUint32))
+	if sec := uint32(n / int64(time.Second)); sec-g.epoch >= gentleBaseEpoch {
+		g.base[0], g.base[1], g.epoch = g.base[1], 0, sec
+	}
+	if g.base[1] == 0 || us < g.base[1] {
+		g.base[1] = us
+	}
+	if g.sampled == 0 || us < g.least {
+		g.least = us
+	}
+	if g.sampled == 0 {
+		g.round = n
+	}
+	if g.sampled++; g.sampled < gentleRound {
+		return 0, false
+	}
+	g.sampled = 0
+	if !g.enabled {
+		g.untimed.Store(true) // a base: enough until a throttle
+	}
+	base := g.baseLocked()
+	span := nanosToSeconds(n - g.round)
+	if span <= 0 {
+		return 0, false
+	}
+	delivered = float64(gentleRound-1) / span
+	g.recent = float32(delivered)
+	added := float64(g.least) - float64(base)
+	threshold := max(gentleMinQueue, float64(base), gentleQueued/math.Max(g.rate, gentleMinRate)*1e6)
+	// Two rounds in a row: a stall of the client's, or a slow moment of
+	// the server's, seldom lasts sixteen round trips.
+	before := g.queued
+	g.queued = added > threshold
+	return delivered, before && g.queued
+}
+
+// count counts a success at n (Unix nanoseconds) in its quarter second.
+// It requires g.mu held.
+func (g *Gentle) count(n int64) {
+	g.turn(n)
+	if c := &g.second[g.slot%5]; *c < math.MaxUint16 {
+		*c++
+	}
+}
+
+// turn moves the quarter seconds on to the one n (Unix nanoseconds) falls
+// in, forgetting those more than a second before it. It requires g.mu
+// held.
+func (g *Gentle) turn(n int64) {
+	slot := uint32(n / int64(time.Second/4))
+	if d := slot - g.slot; d != 0 {
+		for i := range min(d, 5) {
+			g.second[(g.slot+1+i)%5] = 0
+		}
+		g.slot = slot
+	}
+}
+
+// lastSecond returns the rate of successes over the last second and a
+// bit, up to n (Unix nanoseconds): the last four whole quarter seconds
+// and the one in progress. It requires g.mu held.
+func (g *Gentle) lastSecond(n int64) float64 {
+	g.turn(n)
+	sum := 0
+	for _, c := range g.second {
+		sum += int(c)
+	}
+	quarter := int64(time.Second / 4)
+	return float64(sum) / (1 + nanosToSeconds(n%quarter))
+}
+
+// queueing records that the server queues at n (Unix nanoseconds), serving
+// its queue at delivered requests per second, while the rate rises: a
+// congestion event that no refusal showed. The rate stops rising and holds
+// at 0.99 of the estimate, which becomes delivered (half to twice the
+// last estimate, or anything above a floor). It requires g.mu held.
+func (g *Gentle) queueing(n int64, delivered float64) {
+	previous := g.limit
+	if g.floor {
+		g.limit = delivered
+	} else {
+		g.limit = min(max(delivered, previous/2), 2*previous)
+	}
+	if g.stated > 0 {
+		g.limit = math.Min(g.limit, g.stated)
+	}
+	g.limit = max(g.limit, gentleMinRate)
+	g.floor = false
+	g.finding = g.limit > 1.05*previous
+	g.event = g.phase.Load() | 1
+	g.phase.Store(g.event)
+	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
+	g.recent, g.sampled = 0, 0 // a round measures what came after the event
+	g.rate = g.curve(n)
+}
+
+// grown returns the rate at now while the limit is being found, when the
+// rate doubles every quarter of gentleDouble whatever is sent (see
+// [Gentle]), so that a key whose rate starts from a low floor sends more
+// as the curve rises, not only when its few requests come back; and
+// false otherwise.
+func (g *Gentle) grown(now time.Time) (float64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.enabled || !g.finding {
+		return 0, false
+	}
+	if r := g.curve(now.UnixNano()); r > g.rate {
+		g.rate = r
+	}
+	rate, _, _ := g.state()
+	return rate, true
+}
+
+// timed reports whether the round trips of attempts matter to g: until
+// a first round has given it a base, and once a throttle has come.
+// (While a key's first contact is paced they matter too, and the
+// Transport times them then.) Between the two, a key no server has
+// throttled does not read the clock for them: that read would be a third
+// of the Transport's cost on the path of a call that needs no wait.
+func (g *Gentle) timed() bool { return !g.untimed.Load() }
+
+// startRate returns the rate at which a key with no history is paced at
+// now, its first contact, and true; false once it is over. A key's first
+// contact lasts until its server throttles it, states a limit, or the
+// rate outgrows any demand: gentleInitial requests go at once, then the
+// rate doubles every round (the least round trip, at least
+// gentleMinRound), as TCP's slow start doubles its window, so that a
+// server whose burst is small refuses the few requests of one round, not
+// the whole crowd of callers, and one that states its quota in its first
+// answers paces the key from the next request.
+func (g *Gentle) startRate(now time.Time) (float64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.startRateLocked(now.UnixNano())
+}
+
+// startRateLocked is startRate at n (Unix nanoseconds). It requires g.mu
+// held.
+func (g *Gentle) startRateLocked(n int64) (float64, bool) {
+	if g.enabled || g.stated > 0 {
+		return 0, false
+	}
+	round := gentleMinRound
+	if base := g.baseLocked(); base > 0 {
+		round = max(round, float64(base)/1e6)
+	}
+	t := nanosToSeconds(n-g.ramp) / round
+	if t > gentleRounds {
+		return 0, false
+	}
+	return gentleInitial / round * math.Exp2(max(t, 0)), true
+}
+
+// baseLocked returns the least round trip of the last one to two epochs,
+// in microseconds; 0 if none. It requires g.mu held.
+func (g *Gentle) baseLocked() uint32 {
+	base := g.base[1]
+	if b := g.base[0]; b != 0 && (base == 0 || b < base) {
+		base = b
+	}
+	return base
+}
+
+// serverLimit returns the server's limit as far as g knows it: the limit
+// it states, or the estimate once a throttle has measured it; 0 while it
+// is unknown (no throttle yet, or only a floor).
+func (g *Gentle) serverLimit() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.stated > 0:
+		return g.stated
+	case g.enabled && !g.floor:
+		return g.limit
+	}
+	return 0
 }
 
 // curve returns the rate at n (Unix nanoseconds): 0.99·W held, then a probe
@@ -266,11 +611,13 @@ func (g *Gentle) hold() float64 {
 // limit. It requires g.mu held.
 func (g *Gentle) curve(n int64) float64 {
 	rate := gentleHold * g.limit
-	t := nanosToSeconds(n-g.since) - g.hold()
+	t := nanosToSeconds(n-g.ramp) - g.hold(n)
 	switch {
 	case t <= 0:
+	case g.finding && g.frozen != 0:
+		rate *= math.Exp2(max(nanosToSeconds(g.frozen-g.ramp), 0) / g.findDouble())
 	case g.finding:
-		rate *= math.Exp2(4 * t / gentleDouble)
+		rate *= math.Exp2(t / g.findDouble())
 	default:
 		rate *= math.Exp2(t / gentleDouble)
 		if risen := gentleRisen * g.limit; rate > risen {
@@ -287,7 +634,25 @@ func (g *Gentle) curve(n int64) float64 {
 
 // state returns what observe returns. It requires g.mu held.
 func (g *Gentle) state() (float64, int, bool) {
-	return math.Max(math.Ldexp(g.rate, -int(g.spent)), gentleMinRate), 1, g.enabled
+	least := gentleMinRate
+	if g.spent > 0 && g.finding {
+		// Halving while the limit is found from a floor: still a request
+		// every four doublings of the finding, so that the server is asked
+		// again within round trips, not seconds.
+		least = max(least, 1/(4*g.findDouble()))
+	}
+	return math.Max(math.Ldexp(g.rate, -int(g.spent)), least), 1, g.enabled
+}
+
+// thaw ends at n a time of refusals that began while finding the limit:
+// the curve, which stood still meanwhile, goes on from where it stood. It
+// requires g.mu held.
+func (g *Gentle) thaw(n int64) {
+	if g.frozen == 0 {
+		return
+	}
+	g.ramp = min(g.ramp+max(n-g.frozen, 0), n)
+	g.frozen = 0
 }
 
 // Rate returns the rate to send at, in requests per second.

@@ -25,7 +25,7 @@ func feed(c controller, from, to time.Duration, n int) {
 // over [from, to).
 func sent(g *Gentle, o outcome, phase uint32, from, to time.Duration, n int) {
 	for i := range n {
-		g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), o, 0, phase)
+		g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), o, 0, phase, 0)
 	}
 }
 
@@ -44,14 +44,14 @@ func TestGentleFirstThrottleIsAFloor(t *testing.T) {
 	g := NewGentle(epoch)
 	before := g.sending()
 	sent(g, outcomeOK, before, 0, time.Millisecond, 5) // a burst the server's bucket held
-	g.observeSent(at(time.Millisecond), outcomeThrottled, 0, before)
+	g.observeSent(at(time.Millisecond), outcomeThrottled, 0, before, 0)
 	require.True(t, g.Enabled())
 	assert.InDelta(t, 5, g.Limit(), 1e-9, "5 accepted, over a second at least")
 	sent(g, outcomeOK, before, time.Millisecond, 2*time.Millisecond, 5) // in flight at the throttle
 	assert.InDelta(t, 10, g.Limit(), 1e-9, "and 5 more that were in flight")
 	assert.InDelta(t, 9.9, g.Rate(), 0.1)
 
-	g.observeSent(at(251*time.Millisecond), outcomeOK, 0, g.sending())
+	g.observeSent(at(251*time.Millisecond), outcomeOK, 0, g.sending(), 0)
 	assert.InDelta(t, 19.8, g.Rate(), 1e-6, "doubled in a quarter of a second")
 }
 
@@ -87,8 +87,8 @@ func TestGentleHoldingEventsLowerTheLimit(t *testing.T) {
 	g.Update(at(4*time.Second), true) // while holding: the server let 25 through in that second
 	assert.InDelta(t, 25, g.Limit(), 1e-9)
 	assert.InDelta(t, 24.75, g.Rate(), 1e-9)
-	feed(g, 4*time.Second, 5*time.Second, 1) // held 4 s: still holding
-	g.Update(at(5*time.Second), true)
+	sent(g, outcomeOK, g.sending(), 4*time.Second, 4700*time.Millisecond, 1) // a drop, held 0.75 s: still holding
+	g.observeSent(at(4700*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, 25.0/4, g.Limit(), 1e-9, "a quarter at most")
 }
 
@@ -115,6 +115,161 @@ func TestGentleHoldsThenProbes(t *testing.T) {
 	g.Update(at(5*time.Second), true) // held: W = 50
 	assert.InDelta(t, 49.5, curve(5*time.Second+3900*time.Millisecond), 1e-9, "held 4 s")
 	assert.InDelta(t, 49.5*math.Exp2(0.1), curve(9100*time.Millisecond), 1e-9)
+}
+
+// A limit that stood and drops to less than half may come back: after such
+// a drop the hold is 15% of the time since the drop, three quarters of a
+// second at least, until it is four again; a limit just found too high and
+// lowered at once is no drop, and holds four.
+func TestGentleProbesSoonAfterADrop(t *testing.T) {
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true) // W = 100, up from the floor: fresh, and still finding
+	sent(g, outcomeOK, g.sending(), 2*time.Second, 2100*time.Millisecond, 10)
+	g.observeSent(at(2100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // a probe that finds it where it was: held
+	sent(g, outcomeOK, g.sending(), 2100*time.Millisecond, 2200*time.Millisecond, 4)
+	g.observeSent(at(2200*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // while holding: W = 40, found too high
+	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
+	require.InDelta(t, 40, g.Limit(), 1e-9)
+	assert.InDelta(t, 39.6, curve(2200*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
+
+	for range 3 { // each probe finds the limit where it was
+		now := nanosToSeconds(g.since) - nanosToSeconds(epoch.UnixNano())
+		from := time.Duration(now * float64(time.Second))
+		feed(g, from, from+5*time.Second, 250)
+		g.Update(at(from+5*time.Second), true)
+	}
+	assert.False(t, g.fresh)
+	from := time.Duration((nanosToSeconds(g.since) - nanosToSeconds(epoch.UnixNano())) * float64(time.Second))
+	feed(g, from, from+2*time.Second, 30)
+	g.Update(at(from+2*time.Second), true) // the settled limit drops to 15, under half
+	require.Less(t, g.Limit(), gentleDrop*40)
+	dropped := from + 2*time.Second
+	assert.InDelta(t, gentleHold*g.Limit(), curve(dropped+700*time.Millisecond), 1e-9, "held 0.75 s")
+	assert.Greater(t, curve(dropped+800*time.Millisecond), gentleHold*g.Limit(), "then probes")
+	assert.InDelta(t, 1.2, g.hold(at(dropped+8*time.Second).UnixNano()), gentleShorten, "8 s after the drop (counted in whole seconds): held 1.2 s")
+	assert.InDelta(t, 3.0, g.hold(at(dropped+20*time.Second).UnixNano()), gentleShorten, "20 s after it: 3 s")
+	assert.InDelta(t, gentleWait, g.hold(at(dropped+27*time.Second).UnixNano()), 1e-9, "27 s after it: 4 s again")
+}
+
+// A key's first contact: gentleInitial requests at once, then a rate that
+// doubles every round (the least round trip, 20 ms at least), until a
+// throttle, a stated limit, or gentleRounds rounds end it.
+func TestGentleFirstContact(t *testing.T) {
+	g := NewGentle(epoch)
+	r, ok := g.startRate(at(0))
+	require.True(t, ok)
+	assert.InDelta(t, gentleInitial/gentleMinRound, r, 1e-9, "two a round")
+	r, _ = g.startRate(at(20 * time.Millisecond))
+	assert.InDelta(t, 2*gentleInitial/gentleMinRound, r, 1e-6, "doubled in a round")
+	_, ok = g.startRate(at(time.Duration(gentleRounds+1) * 20 * time.Millisecond))
+	assert.False(t, ok, "outgrown: unpaced")
+
+	g = NewGentle(epoch)
+	g.observeSent(at(100*time.Millisecond), outcomeOK, 0, g.sending(), 100*time.Millisecond) // a round trip of 100 ms
+	r, _ = g.startRate(at(200 * time.Millisecond))
+	assert.InDelta(t, gentleInitial/0.1*4, r, 1e-6, "a round is the least round trip: two rounds since the first contact")
+
+	g.observeSent(at(210*time.Millisecond), outcomeThrottled, 0, g.sending(), 100*time.Millisecond)
+	_, ok = g.startRate(at(220 * time.Millisecond))
+	assert.False(t, ok, "a throttle ends it: the controller paces")
+
+	g = NewGentle(epoch)
+	g.UpdateStated(at(time.Millisecond), false, 100)
+	_, ok = g.startRate(at(2 * time.Millisecond))
+	assert.False(t, ok, "a stated limit ends it: the quota paces")
+}
+
+// From a floor the rate doubles in round trips (eight of the least, a
+// sixteenth of a second at least, a quarter at most), so that a floor far
+// below the limit is left in a fraction of a second; once the limit has
+// been measured, finding it higher again doubles every quarter second.
+func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
+	g := NewGentle(epoch)
+	g.observeSent(at(0), outcomeOK, 0, g.sending(), time.Millisecond)
+	g.Update(at(time.Millisecond), true) // a floor of 1.5 a second
+	require.True(t, g.floor)
+	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
+	base := curve(time.Millisecond)
+	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/16*float64(time.Second))), 1e-6, "eight round trips of 1 ms: a sixteenth of a second at least")
+
+	g = NewGentle(epoch)
+	g.observeSent(at(0), outcomeOK, 0, g.sending(), 100*time.Millisecond)
+	g.Update(at(time.Millisecond), true)
+	assert.InDelta(t, gentleDouble/4, g.findDouble(), 1e-9, "eight round trips of 100 ms: a quarter second at most")
+}
+
+// While the limit is found from a floor, refusals halve the rate but never
+// below a request every four doublings of the finding: the server is
+// asked again within round trips, and the curve stands still meanwhile.
+func TestGentleHalvingWhileFindingKeepsAsking(t *testing.T) {
+	g := NewGentle(epoch)
+	g.observeSent(at(0), outcomeOK, 0, g.sending(), time.Millisecond)
+	g.Update(at(time.Millisecond), true) // a floor of 1.5
+	for i := range 6 {
+		g.observeSent(at(time.Duration(2+i)*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	}
+	assert.InDelta(t, 1/(4*g.findDouble()), g.Rate(), 1e-9, "halved down to four a second, no further")
+	before := g.curve(at(10 * time.Millisecond).UnixNano())
+	assert.InDelta(t, before, g.curve(at(time.Second).UnixNano()), 1e-9, "the curve stands still while refused")
+	g.observeSent(at(time.Second), outcomeOK, 0, g.sending(), time.Millisecond)
+	assert.InDelta(t, before, g.Rate(), 0.01*before, "a success: on from where the curve stood")
+}
+
+// A server that queues what it cannot serve shows it in the round trip:
+// while a probe raises the rate, a round of round trips whose least stands
+// above the base (two requests' worth at the rate, a millisecond and half
+// the base at least) stops it, and the estimate becomes the rate the
+// server served its queue at; no refusal is needed. A slow endpoint, slow
+// from the first round trip, is its own base and shows nothing.
+func TestGentleQueueingStopsAProbe(t *testing.T) {
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	feedRTT := func(from, to time.Duration, n int, rtt time.Duration) {
+		for i := range n {
+			g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), outcomeOK, 0, g.sending(), rtt)
+		}
+	}
+	feedRTT(0, 2*time.Second, 200, time.Millisecond)
+	g.Update(at(2*time.Second), true) // W = 100, found: probing on
+	feedRTT(2*time.Second, 3*time.Second, 100, time.Millisecond)
+	g.Update(at(3*time.Second), true) // W = 100 again: held 4 s
+	require.InDelta(t, 100, g.Limit(), 1)
+	feedRTT(3*time.Second, 7*time.Second, 396, time.Millisecond) // the hold: the base stays 1 ms
+	require.Greater(t, g.curve(at(7500*time.Millisecond).UnixNano()), 110.0, "probing")
+	event := g.event
+	feedRTT(7*time.Second, 7400*time.Millisecond, 40, 40*time.Millisecond) // the server queues
+	assert.Less(t, g.Rate(), 110.0, "the probe stopped")
+	assert.InDelta(t, 100, g.Limit(), 10, "at the rate the queue was served")
+	assert.NotEqual(t, event, g.event, "a congestion event, with no refusal")
+
+	slow := NewGentle(epoch)
+	slow.Update(at(0), true)
+	for i := range 400 {
+		slow.observeSent(at(time.Duration(i)*10*time.Millisecond), outcomeOK, 0, slow.sending(), 500*time.Millisecond)
+	}
+	slow.Update(at(4*time.Second), true)
+	phase := slow.phase.Load()
+	for i := range 200 { // a probe at an endpoint that answers in half a second, always
+		slow.observeSent(at(8*time.Second+time.Duration(i)*10*time.Millisecond), outcomeOK, 0, slow.sending(), 500*time.Millisecond)
+	}
+	assert.Equal(t, phase+1, slow.phase.Load(), "no queueing event: only the first success since the throttle")
+}
+
+// serverLimit is what a wait is judged by: unknown (0) before a throttle
+// and while the estimate is only a floor, the estimate once measured, and
+// a stated limit whenever there is one.
+func TestGentleServerLimit(t *testing.T) {
+	g := NewGentle(epoch)
+	assert.Zero(t, g.serverLimit())
+	g.Update(at(0), true)
+	assert.Zero(t, g.serverLimit(), "a floor says nothing of the limit")
+	feed(g, 0, 2*time.Second, 200)
+	g.Update(at(2*time.Second), true)
+	assert.InDelta(t, 100, g.serverLimit(), 1e-9, "measured")
+	g.UpdateStated(at(3*time.Second), false, 80)
+	assert.InDelta(t, 80, g.serverLimit(), 1e-9, "stated")
 }
 
 // A server whose headers state its limit seeds the estimate at the first
@@ -144,7 +299,7 @@ func TestGentleHalvesWhileStillRefused(t *testing.T) {
 	g := NewGentle(epoch)
 	before := g.sending()
 	sent(g, outcomeOK, before, 0, time.Second, 100)
-	g.observeSent(at(time.Second), outcomeThrottled, 0, before) // the first event: a floor of 100
+	g.observeSent(at(time.Second), outcomeThrottled, 0, before, 0) // the first event: a floor of 100
 	rate := g.Rate()
 	sent(g, outcomeThrottled, before, time.Second, 1001*time.Millisecond, 10) // in flight
 	assert.InDelta(t, rate, g.Rate(), 1e-9, "in flight at the event: the same event")
@@ -156,7 +311,7 @@ func TestGentleHalvesWhileStillRefused(t *testing.T) {
 		sent(g, outcomeThrottled, g.sending(), 1002*time.Millisecond+time.Duration(i)*time.Millisecond, 1003*time.Millisecond+time.Duration(i)*time.Millisecond, 4)
 	}
 	assert.InDelta(t, rate/8, g.Rate(), 1e-6, "three round trips refused: three halvings")
-	g.observeSent(at(1005*time.Millisecond), outcomeOK, 0, after)
+	g.observeSent(at(1005*time.Millisecond), outcomeOK, 0, after, 0)
 	assert.GreaterOrEqual(t, g.Rate(), rate, "a success: back to the curve")
 	assert.InDelta(t, 100, g.Limit(), 1e-9, "the estimate is untouched")
 }

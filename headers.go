@@ -33,6 +33,11 @@ type Signals struct {
 	Quota    Quota
 	HasQuota bool
 
+	// Quotas are the quotas the response reports in units other than
+	// requests (tokens, input and output tokens, points), each unit once:
+	// what a [Cost] is counted against. nil when it reports none.
+	Quotas []Quota
+
 	// Bucket is the server's name for the limiter that the request counted
 	// against, shared by other routes: X-RateLimit-Bucket (Discord), the
 	// IETF partition key pk, or x-ratelimit-resource (GitHub).
@@ -56,19 +61,56 @@ type Quota struct {
 	Window    time.Duration // the window's length; 0 if not given
 	Policy    string        // the policy's or dimension's name; "" if none
 	Unit      string        // "" for requests; "tokens", "content-bytes", …
+	// Refill reports a bucket that refills continuously, whose Reset is
+	// when it is full again (OpenAI's and Anthropic's), rather than a
+	// window renewed whole at Reset.
+	Refill bool
 }
 
 // Delay returns the delay before the next request that the signals ask
 // for, by the precedence of the IETF draft: Retry-After first, then, when
-// the quota is spent, the time until its reset.
+// the quota is spent, the time until its reset (for a quota that refills,
+// until one unit is back).
 func (s Signals) Delay(now time.Time) (time.Duration, bool) {
 	switch {
 	case s.HasRetryAfter:
 		return s.RetryAfter, true
 	case s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero():
-		return max(s.Quota.Reset.Sub(now), 0), true
+		return max(s.Quota.renewal(now).Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// renewal returns when a request may go again after q is spent, q's
+// figures read at now: its reset, or for a bucket that refills (whose
+// reset is when it is full again), when one unit of its limit is back.
+func (q Quota) renewal(now time.Time) time.Time {
+	if !q.Refill || q.Limit < 1 || !q.Reset.After(now) {
+		return q.Reset
+	}
+	return now.Add(time.Duration(float64(q.Reset.Sub(now)) / q.Limit))
+}
+
+// refillWindow returns the window over which a bucket that refills gets
+// its limit back, read from q at now: what it lacks comes back by its
+// reset, so at limit/window a second, window is the time to its reset
+// times limit over what it lacks. The figures must be far above their
+// rounding (slack for what is left; the reset's slack and a millisecond
+// for the reset) for the window to be read from them; a window near one
+// of the common ones (a second, ten, a minute, an hour, a day) is taken
+// to be it. It reports false when the figures say too little.
+func refillWindow(q Quota, now time.Time, slack float64) (time.Duration, bool) {
+	lack, ahead := q.Limit-q.Remaining, q.Reset.Sub(now)
+	if !q.Refill || q.Limit <= 0 || lack < math.Max(q.Limit/100, 4*slack+1) || ahead < max(50*time.Millisecond, 4*q.Slack) {
+		return 0, false
+	}
+	w := time.Duration(float64(ahead) * q.Limit / lack)
+	for _, common := range [...]time.Duration{time.Second, 10 * time.Second, time.Minute, time.Hour, 24 * time.Hour} {
+		if math.Abs(w.Seconds()/common.Seconds()-1) <= 0.15 {
+			return common, true
+		}
+	}
+	return w, true
 }
 
 // epochThreshold separates the two meanings of a numeric reset: a number
@@ -218,11 +260,28 @@ func (r *reading) takeVendor(name, v string) bool {
 // quotas holds the quotas of a response; few responses report more than a
 // handful, and the rest are dropped.
 type quotas struct {
-	q [8]Quota
-	n int
+	q     [8]Quota
+	n     int
+	units bool // one of them counts in a unit a Cost counts in
+}
+
+// inUnits returns the quotas in units a Cost counts in that keep says to
+// keep, the first of each unit; nil if there are none.
+func (qs *quotas) inUnits(keep func(Quota) bool) []Quota {
+	var out []Quota
+	for _, q := range qs.q[:qs.n] {
+		if _, ok := unitNamed(q.Unit); ok && keep(q) && !slices.ContainsFunc(out, func(o Quota) bool { return o.Unit == q.Unit }) {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 func (qs *quotas) add(q Quota) {
+	if q.Unit != "" {
+		_, known := unitNamed(q.Unit)
+		qs.units = qs.units || known
+	}
 	if qs.n < len(qs.q) {
 		qs.q[qs.n] = q
 		qs.n++
@@ -261,13 +320,13 @@ func (r *reading) signals(now time.Time) Signals {
 	r.legacyQuotas(&qs, now, skew)
 	for d, dim := range r.openai {
 		if q, ok := vendorQuota(dim, now, skew, true); ok {
-			q.Unit = [...]string{"", "tokens"}[d]
+			q.Unit = [...]string{"", UnitTokens}[d]
 			qs.add(q)
 		}
 	}
 	for d, dim := range r.anthropic {
 		if q, ok := vendorQuota(dim, now, skew, false); ok {
-			q.Unit = [...]string{"", "tokens", "input-tokens", "output-tokens"}[d]
+			q.Unit = [...]string{"", UnitTokens, UnitInputTokens, UnitOutputTokens}[d]
 			qs.add(q)
 		}
 	}
@@ -280,6 +339,13 @@ func (r *reading) signals(now time.Time) Signals {
 	}
 	if !s.Cached {
 		s.Quota, s.HasQuota = qs.binding(now)
+		if qs.units {
+			// Anthropic's "tokens" is the more restrictive of its input
+			// and output tokens: a Cost counts in those two when they are
+			// stated.
+			split := r.anthropic[2] != [3]string{} || r.anthropic[3] != [3]string{}
+			s.Quotas = qs.inUnits(func(q Quota) bool { return !split || q.Unit != UnitTokens || !q.Refill })
+		}
 	}
 	return s
 }
@@ -439,6 +505,10 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 			}
 		}
 	}
+	var unit string
+	if strings.EqualFold(strings.TrimSpace(r.resource), "graphql") {
+		unit = UnitPoints // GitHub's GraphQL API counts points, a query at least one
+	}
 	var found quotas
 	limits, remainings, resets, policies := r.limit, r.remaining, r.reset, r.policy
 	single := strings.IndexByte(remainings, ',') < 0
@@ -456,7 +526,7 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 		if !ok {
 			return // a malformed list: trust none of it
 		}
-		q := Quota{Remaining: remaining}
+		q := Quota{Remaining: remaining, Unit: unit}
 		// The window: "100;w=60" in the limit (draft-polli), or "1;w=5"
 		// in X-RateLimit-Policy.
 		limit, limitParams := splitParams(lim)
@@ -489,7 +559,7 @@ func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) 
 	if !ok {
 		return Quota{}, false
 	}
-	q := Quota{Remaining: remaining}
+	q := Quota{Remaining: remaining, Refill: true}
 	q.Limit, _ = parseDecimal(strings.TrimSpace(v[0]))
 	reset := strings.TrimSpace(v[2])
 	if duration {
@@ -503,8 +573,9 @@ func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) 
 }
 
 // binding returns the most constraining quota: of the exhausted ones, the
-// one renewed last; else, of the request quotas with a reset, the one with
-// the least remaining per second until it; else the first.
+// one renewed last; else, of the quotas of requests (or of points, of which
+// a request costs at least one) with a reset, the one with the least
+// remaining per second until it; else the first.
 func (qs *quotas) binding(now time.Time) (Quota, bool) {
 	if qs.n == 0 {
 		return Quota{}, false
@@ -518,7 +589,7 @@ func (qs *quotas) binding(now time.Time) (Quota, bool) {
 			}
 			continue
 		}
-		if bestRate < 0 || q.Unit != "" || !q.Reset.After(now) {
+		if bestRate < 0 || q.Unit != "" && q.Unit != UnitPoints || !q.Reset.After(now) {
 			continue
 		}
 		if rate := q.Remaining / q.Reset.Sub(now).Seconds(); rate < bestRate {

@@ -29,6 +29,18 @@ type KeyStatus struct {
 	// estimate of the key's controller (its rate at the last throttle).
 	// 0 when neither is known.
 	Limit float64
+	// Costs are the key's quotas in units other than requests (see
+	// [WithCost]), one a unit whose limit is known.
+	Costs []CostStatus
+}
+
+// CostStatus is what a [Transport] knows of a key's quota in a unit other
+// than requests (see [KeyStatus]).
+type CostStatus struct {
+	Unit   string        // the unit, as [Quota.Unit] names it
+	Limit  float64       // the server's limit (as stated, or the least it can be)
+	Window time.Duration // the time the quota takes to refill its limit; 0 for one renewed whole at a reset
+	Left   float64       // what the quota holds now, as the key's requests count it; below 0: owed
 }
 
 // Keys returns the keys the Transport holds state for, with their status,
@@ -78,8 +90,9 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 	var quotas []*serverQuota
 	var ctl controller
 	members, own := 0, false
+	var costs *costState
 	if x := ks.extra; x != nil {
-		ctl, members = x.ctl, x.members
+		ctl, members, costs = x.ctl, x.members, x.costs
 		if x.quota != nil {
 			quotas, own = append(quotas, x.quota), true
 		}
@@ -125,6 +138,9 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 	}
 	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {
 		s.Limit = 0
+	}
+	if costs != nil {
+		s.Costs = costs.status(now)
 	}
 	return s
 }

@@ -405,8 +405,9 @@ func TestWaitCauseString(t *testing.T) {
 		{polite.WaitSlot, "slot"},
 		{polite.WaitCrawlDelay, "crawl_delay"},
 		{polite.WaitBackoff, "backoff"},
+		{polite.WaitCost, "cost"},
 		{0, "WaitCause(0)"},
-		{polite.WaitBackoff + 1, "WaitCause(7)"},
+		{polite.WaitCost + 1, "WaitCause(8)"},
 		{255, "WaitCause(255)"},
 	}
 	for _, tt := range tests {
@@ -535,6 +536,7 @@ func (f *grantFleet) Throttled(context.Context, string, uint64) error { return n
 func (f *grantFleet) Paused(string) time.Duration                     { return 0 }
 func (f *grantFleet) SharesController() bool                          { return false }
 func (f *grantFleet) Size() int                                       { return 1 }
+func (f *grantFleet) Adjust(string, []polite.FleetAdjust)             {}
 
 // keys returns the keys of tr, sorted.
 func keys(tr *polite.Transport) []polite.KeyStatus {

@@ -46,8 +46,25 @@ type config struct {
 	random        func() float64 // uniform in [0, 1): the jitter of backoff and spacing
 	logger        *slog.Logger
 	hooks         Hooks
-	fleet         Fleet  // nil: each Transport paces alone
-	window        Window // N 0: none
+	fleet         Fleet                     // nil: each Transport paces alone
+	window        Window                    // N 0: none
+	estimate      Estimator                 // nil: requests cost no more than a request
+	usage         UsageReader               // nil: estimates stand
+	quotas        [numUnits]configuredQuota // WithQuota's, by unit
+	throttleBody  throttleBody              // WithThrottleBody's; read nil: none
+	costs         bool                      // requests may cost more than a request (costing), set by New
+}
+
+// Options returns an Option that applies opts in order: a bundle of
+// options, as a package of ready-made settings for an API returns one.
+func Options(opts ...Option) Option {
+	return func(c *config) {
+		for _, opt := range opts {
+			if opt != nil {
+				opt(c)
+			}
+		}
+	}
 }
 
 func defaultConfig() config {
@@ -157,9 +174,10 @@ func WithRetryBudget(b Budget) Option {
 // known to apply such requests at most once.
 //
 // Default: false: only GET, HEAD, OPTIONS, TRACE, PUT and DELETE requests,
-// requests with an Idempotency-Key or X-Idempotency-Key header, and
-// requests whose error proves the server did not process them (see
-// [Unprocessed]) are retried.
+// requests with an Idempotency-Key or X-Idempotency-Key header, requests
+// whose error proves the server did not process them (see [Unprocessed]),
+// and requests the server throttled (it refused them unprocessed) are
+// retried.
 func WithRetryNonIdempotent(retry bool) Option {
 	return func(c *config) { c.retryUnsafe = retry }
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // serverClockAhead is how far the servers' clock runs ahead of the
@@ -224,6 +226,47 @@ func (n *nginxLimitReq) allow(now time.Time, limit float64) (bool, int, []string
 	return true, 0, nil
 }
 
+// nginxQueue is nginx's limit_req with burst but without nodelay, the form
+// nginx's documentation leads with: a request that finds an excess within
+// the burst is held for excess ÷ rate, so that the held requests leave at
+// the rate; one that would take the excess past the burst is refused with
+// a bare 429.
+type nginxQueue struct {
+	nginxLimitReq
+	hold time.Duration
+}
+
+func (n *nginxQueue) allow(now time.Time, limit float64) (bool, int, []string) {
+	ok, status, h := n.nginxLimitReq.allow(now, limit)
+	n.hold = 0
+	if ok {
+		n.hold = time.Duration(n.excess / limit * float64(time.Second))
+	}
+	return ok, status, h
+}
+
+func (n *nginxQueue) held() time.Duration { return n.hold }
+
+// burstOne is the limiter most Go services write for themselves:
+// golang.org/x/time/rate's limiter with a burst of 1 behind a middleware
+// that answers a bare 429 when Allow says no. A refusal takes no token.
+type burstOne struct {
+	lim *rate.Limiter
+}
+
+func (b *burstOne) allow(now time.Time, limit float64) (bool, int, []string) {
+	if b.lim == nil {
+		b.lim = rate.NewLimiter(rate.Limit(limit), 1)
+	}
+	if l := rate.Limit(limit); b.lim.Limit() != l {
+		b.lim.SetLimitAt(now, l)
+	}
+	if !b.lim.AllowN(now, 1) {
+		return false, http.StatusTooManyRequests, nil
+	}
+	return true, 0, nil
+}
+
 // haproxyRate is HAProxy's stick table http_req_rate(1s) with a deny above
 // the limit: a frequency counter over periods of a second aligned on the
 // clock, read as the current period's count plus the previous one's
@@ -343,7 +386,9 @@ func benchScenarios(length time.Duration) []scenario {
 		{name: "ulule", limiter: func() limiter { return &ululeWindow{} }, schedule: constant, length: length, headers: true},
 		{name: "sethvargo", limiter: func() limiter { return &sethvargoTicks{} }, schedule: constant, length: length, headers: true},
 		{name: "throttled", limiter: func() limiter { return &throttledGCRA{maxBurst: 9} }, schedule: constant, length: length},
+		{name: "burst1", limiter: func() limiter { return &burstOne{} }, schedule: constant, length: length},
 		{name: "nginx", limiter: func() limiter { return &nginxLimitReq{burst: 10} }, schedule: constant, length: length},
+		{name: "nginx-queue", limiter: func() limiter { return &nginxQueue{nginxLimitReq: nginxLimitReq{burst: 10}} }, schedule: constant, length: length},
 		{name: "haproxy", limiter: func() limiter { return &haproxyRate{} }, schedule: constant, length: length},
 		{name: "gcra-drop", limiter: func() limiter { return &gcraBucket{burst: 10} }, schedule: thirds(length, 2, 0.5), length: length},
 		{name: "drop4x", limiter: func() limiter { return &gcraBucket{burst: 10} }, schedule: thirds(length, 1, 0.25), length: length},

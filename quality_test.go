@@ -17,7 +17,10 @@ package polite_test
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,10 +36,11 @@ import (
 )
 
 const (
-	qualityWorkers = 16
-	qualityLimit   = 100                    // L, requests per second, as in the bench
-	qualityLatency = 400 * time.Microsecond // a loopback round trip, as in the bench
-	qualityBin     = 50 * time.Millisecond
+	qualityWorkers  = 16
+	qualityLimit    = 100                    // L, requests per second, as in the bench
+	qualityLatency  = 400 * time.Microsecond // a loopback round trip, as in the bench
+	qualityDeadline = 10 * time.Second       // each call's deadline, as in the bench
+	qualityBin      = 50 * time.Millisecond
 )
 
 // phase returns how far past a whole second of the servers' clock a run
@@ -54,6 +58,14 @@ type limiter interface {
 	allow(now time.Time, limit float64) (ok bool, status int, header []string)
 }
 
+// A queueingLimiter holds a request it accepts for a while before it
+// answers it (nginx's limit_req without nodelay), rather than refusing it.
+type queueingLimiter interface {
+	limiter
+	// held returns how long the request allow accepted last is held.
+	held() time.Duration
+}
+
 // limitServer is an in-memory server, used as next, that enforces a limit
 // that changes on a schedule, is down (503 to everything) from down[0] to
 // down[1] into the run, and counts what it accepted and refused in bins.
@@ -62,6 +74,7 @@ type limitServer struct {
 	schedule []step
 	down     [2]time.Duration
 	latency  time.Duration
+	jitter   []*rand.Rand // per worker: the delays of its requests on their way (see delay)
 
 	mu       sync.Mutex
 	limiter  limiter
@@ -94,17 +107,27 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// wake at the same instant is not fixed, and ties make runs differ.
 	worker, _ := strconv.Atoi(req.Header.Get("Worker"))
 	latency := s.latency + time.Duration(worker)*s.latency/97
-	time.Sleep(latency / 2)
+	time.Sleep(latency/2 + s.delay(worker))
 	now := time.Now()
 	d := now.Sub(s.start)
 	s.mu.Lock()
 	var ok bool
 	var status int
 	var header []string
+	var hold time.Duration
 	if s.isDown(d) {
 		status = http.StatusServiceUnavailable
 	} else {
 		ok, status, header = s.limiter.allow(now, s.limitAt(d))
+		if q, queues := s.limiter.(queueingLimiter); queues && ok {
+			hold = q.held()
+		}
+	}
+	if hold > 0 { // counted when it leaves the queue, as nginx logs it
+		s.mu.Unlock()
+		time.Sleep(hold)
+		d += hold
+		s.mu.Lock()
 	}
 	bin := int(d / qualityBin)
 	for len(s.accepted) <= bin {
@@ -121,6 +144,32 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		status = http.StatusOK
 	}
 	return respond(req, status, http.NoBody, header...), nil
+}
+
+// Jitter of a request's way to the server, as on the bench's machine: a
+// loopback round trip and a client woken by a timer arrive a little late,
+// now and then a few milliseconds late (a busy core, a collection), and
+// never early. It matters to servers that allow no burst: a request that
+// comes late and the next one on time arrive closer than the rate.
+const (
+	jitterMean  = 150 * time.Microsecond // the usual lateness, exponentially distributed
+	jitterSpike = 0.02                   // the share of requests held up longer
+	jitterLong  = 4 * time.Millisecond   // how long at most, uniformly
+)
+
+// delay returns how late the next request of worker arrives: a draw from
+// its own sequence, so that a run is the same every time whatever order
+// the workers run in.
+func (s *limitServer) delay(worker int) time.Duration {
+	if worker < 0 || worker >= len(s.jitter) {
+		return 0
+	}
+	r := s.jitter[worker]
+	d := time.Duration(r.ExpFloat64() * float64(jitterMean))
+	if r.Float64() < jitterSpike {
+		d += time.Duration(r.Float64() * float64(jitterLong))
+	}
+	return d
 }
 
 // oracle is a client that knows the server's limit at every moment and
@@ -183,10 +232,21 @@ type result struct {
 	rejected    float64 // refused ÷ attempts, from steady on, outside an outage
 	amplify     float64 // attempts ÷ calls, over the whole run
 	p50, p99    time.Duration
+	p99ok       time.Duration   // of the calls that ended in a 2xx
 	converge    []time.Duration // per change of limit: time to settle (see settle)
 	calls       int
 	attempts    int
+	local       int          // calls the client failed without an answer from the server (*polite.ThrottledError, …)
+	timedOut    int          // calls that ran into their deadline
 	server      *limitServer // its counts, for the timeline
+}
+
+// outcome is what one call of a worker came to.
+type outcome struct {
+	took          time.Duration
+	ok            bool // a 2xx
+	local         bool // failed by the client, without the server's answer
+	deadlineError bool // ran into its deadline
 }
 
 // qualityClients are the clients of the suite, named as in the bench.
@@ -201,8 +261,12 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(phase(seed))
 		start := time.Now()
+		workers := cmp.Or(sc.workers, qualityWorkers)
 		srv := &limitServer{start: start, schedule: sc.schedule, down: sc.down, limiter: sc.limiter(),
 			latency: cmp.Or(sc.latency, qualityLatency)}
+		for w := range workers {
+			srv.jitter = append(srv.jitter, rand.New(rand.NewPCG(seed, uint64(w))))
+		}
 		var rt http.RoundTripper
 		switch client {
 		case "oracle":
@@ -219,30 +283,43 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 			t.Fatalf("no client %q", client)
 		}
 		var mu sync.Mutex
-		var latencies []time.Duration
+		var outcomes []outcome
 		var wg sync.WaitGroup
-		ctx := t.Context()
-		for w := range cmp.Or(sc.workers, qualityWorkers) {
+		for w := range workers {
 			wg.Go(func() {
 				for time.Since(start) < sc.length {
 					begin := time.Now()
+					ctx, cancel := context.WithTimeout(t.Context(), qualityDeadline)
 					req := mustRequest(t, ctx, "http://api.test/")
 					req.Header.Set("Worker", strconv.Itoa(w))
 					resp, err := rt.RoundTrip(req)
+					o := outcome{took: time.Since(begin)}
 					if err == nil {
+						o.ok = resp.StatusCode/100 == 2
 						resp.Body.Close()
 					}
+					cancel()
 					if time.Since(start) >= sc.length {
 						break // as in the bench: a call that ends after the run is not counted
 					}
+					var throttled *polite.ThrottledError
+					o.local = errors.As(err, &throttled) || errors.Is(err, polite.ErrRetryBudgetExhausted)
+					o.deadlineError = errors.Is(err, context.DeadlineExceeded)
 					mu.Lock()
-					latencies = append(latencies, time.Since(begin))
+					outcomes = append(outcomes, o)
 					mu.Unlock()
+					if o.local {
+						// A call refused at once takes no time, and fake time
+						// moves only when every goroutine waits: a worker
+						// that spun here would stop the clock. The bench's
+						// workers spin (and count far more such calls).
+						time.Sleep(time.Millisecond)
+					}
 				}
 			})
 		}
 		wg.Wait()
-		r = sc.measure(srv, client, latencies)
+		r = sc.measure(srv, client, outcomes)
 	})
 	return r
 }
@@ -256,8 +333,21 @@ func (sc scenario) allowance(srv *limitServer, at time.Duration) float64 {
 	return srv.limitAt(at) * qualityBin.Seconds()
 }
 
-func (sc scenario) measure(srv *limitServer, client string, latencies []time.Duration) result {
-	r := result{client: client, calls: len(latencies), server: srv}
+func (sc scenario) measure(srv *limitServer, client string, outcomes []outcome) result {
+	r := result{client: client, calls: len(outcomes), server: srv}
+	var latencies, ok []time.Duration
+	for _, o := range outcomes {
+		latencies = append(latencies, o.took)
+		if o.ok {
+			ok = append(ok, o.took)
+		}
+		if o.local {
+			r.local++
+		}
+		if o.deadlineError {
+			r.timedOut++
+		}
+	}
 	var accepted, rejected, allowed float64
 	for bin := range int(sc.length / qualityBin) {
 		at := time.Duration(bin) * qualityBin
@@ -284,6 +374,10 @@ func (sc scenario) measure(srv *limitServer, client string, latencies []time.Dur
 	if n := len(latencies); n > 0 {
 		r.p50 = latencies[(n-1)/2]
 		r.p99 = latencies[min(n-1, n*99/100)]
+	}
+	slices.Sort(ok)
+	if n := len(ok); n > 0 {
+		r.p99ok = ok[min(n-1, n*99/100)]
 	}
 	for i := 1; i < len(sc.schedule); i++ {
 		r.converge = append(r.converge, sc.settle(srv, i))
@@ -352,16 +446,17 @@ const qualitySeed = 1
 
 func qualityTable(scenarios []scenario, results [][]result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| server | client | utilization | rejected | attempts/call | p50 | p99 | settle after changes |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| server | client | utilization | rejected | attempts/call | p50 | p99 | p99 ok | failed locally | timed out | settle after changes |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, row := range results {
 		for _, r := range row {
 			var settle []string
 			for _, d := range r.converge {
 				settle = append(settle, d.Round(100*time.Millisecond).String())
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f%% | %.2f | %v | %v | %s |\n", scenarios[i].name, r.client,
-				r.utilization, 100*r.rejected, r.amplify, roundDuration(r.p50), roundDuration(r.p99), strings.Join(settle, ", "))
+			fmt.Fprintf(&b, "| %s | %s | %.2f | %.1f%% | %.2f | %v | %v | %v | %d | %d | %s |\n", scenarios[i].name, r.client,
+				r.utilization, 100*r.rejected, r.amplify, roundDuration(r.p50), roundDuration(r.p99), roundDuration(r.p99ok),
+				r.local, r.timedOut, strings.Join(settle, ", "))
 		}
 	}
 	return b.String()
@@ -417,28 +512,40 @@ type floor struct {
 	utilization, rejected, amplify float64
 }
 
-// floors are the floors of the suite's scenarios. Servers that state their
-// limit in headers pace polite from their first answers; the others teach
-// it by refusing, and each refusal of a cold start holds its worker for
-// the second of Retry-After the server rounds up to. The 8-second runs of
-// a limit that changes or goes down are too short to ask much of: their
-// floors sit below the worst of ten seeds (0.55 / 3.5%, 0.56 / 6.4%,
-// 0.79 / 5.2%), so that a controller that breaks still fails them.
+// floors are the floors of the suite's scenarios, each below the worst
+// of ten seeds (TestControlQualityAcrossSeeds) by a margin. Servers that
+// state their limit in headers pace polite from its first answers, a
+// 1-second window from its first window on; the others teach it by
+// refusing, and a first contact paced as TCP's slow start meets their
+// burst with a round of few requests. The server with no burst (burst1)
+// refuses whatever arrives early, and requests arrive late at random (see
+// delay): the oracle, pacing at the limit, is refused a third of the
+// time, and polite holds lower. HAProxy counts refused requests too, so
+// that an overshoot costs several, and a run that overshoots early holds
+// lower for a while (0.73 to 1.09 over runs). github's first window, when its reset
+// comes four seconds after the first answer, is too near to count down
+// and may be spent early: on some runs 16 are refused then (2%). The
+// 8-second runs of a limit that changes depend on where the probe after
+// the rise falls (GCRA 200 → 50 → 200: 0.73 to 0.98 over runs); the
+// burst-1 server spreads most under -race (0.43 to 0.74, and up to 3.1%
+// refused, at 0.51 of the limit, once in CI).
 var floors = map[string]floor{
-	"httprate":        {0.9, 0.035, 1.05},
-	"tollbooth":       {0.95, 0.015, 1.05},
-	"ulule":           {0.83, 0.035, 1.05},
-	"sethvargo":       {0.9, 0.035, 1.05},
-	"github":          {0.9, 0.005, 1.01},
-	"throttled":       {0.8, 0.04, 1.05},
-	"nginx":           {0.9, 0.035, 1.05},
-	"haproxy":         {0.9, 0.04, 1.05},
-	"gcra-drop":       {0.5, 0.05, 1.1},
-	"drop4x":          {0.5, 0.08, 1.15},
-	"outage":          {0.7, 0.06, 1.25},
-	"gcra-drop, 30 s": {0.78, 0.015, 1.03},
-	"drop4x, 30 s":    {0.8, 0.025, 1.03},
-	"outage, 30 s":    {0.9, 0.02, 1.1},
+	"httprate":        {0.95, 0.01, 1.02},
+	"tollbooth":       {0.95, 0.005, 1.01},
+	"ulule":           {0.95, 0.01, 1.02},
+	"sethvargo":       {0.95, 0.01, 1.02},
+	"github":          {0.9, 0.025, 1.03},
+	"throttled":       {0.9, 0.015, 1.03},
+	"burst1":          {0.4, 0.04, 1.04},
+	"nginx":           {0.95, 0.015, 1.02},
+	"nginx-queue":     {0.95, 0.01, 1.02},
+	"haproxy":         {0.7, 0.05, 1.06},
+	"gcra-drop":       {0.7, 0.02, 1.03},
+	"drop4x":          {0.7, 0.035, 1.04},
+	"outage":          {0.9, 0.025, 1.2},
+	"gcra-drop, 30 s": {0.8, 0.01, 1.02},
+	"drop4x, 30 s":    {0.8, 0.015, 1.02},
+	"outage, 30 s":    {0.95, 0.01, 1.06},
 }
 
 // assertFloors asserts the scenario's floors on a run of polite, and, for
@@ -452,6 +559,13 @@ func (sc scenario) assertFloors(t *testing.T, r result, seed uint64) {
 	assert.GreaterOrEqual(t, r.utilization, f.utilization, "%s, seed %d: utilization", sc.name, seed)
 	assert.LessOrEqual(t, r.rejected, f.rejected, "%s, seed %d: refused", sc.name, seed)
 	assert.LessOrEqual(t, r.amplify, f.amplify, "%s, seed %d: attempts per call", sc.name, seed)
+	if len(sc.schedule) == 1 && sc.down == [2]time.Duration{} {
+		// With 16 callers and 10-s deadlines, any rate above 1.6 a second
+		// needs no refusal: a steady server's callers see none, nor a
+		// stalled call.
+		assert.Zero(t, r.local, "%s, seed %d: calls failed locally", sc.name, seed)
+		assert.Zero(t, r.timedOut, "%s, seed %d: calls that ran into their deadline", sc.name, seed)
+	}
 	if sc.length >= 30*time.Second {
 		for i, d := range r.converge {
 			assert.LessOrEqual(t, d, 10*time.Second, "%s, seed %d: settled after change %d", sc.name, seed, i+1)
@@ -470,7 +584,13 @@ func TestControlQuality(t *testing.T) {
 	for i, sc := range scenarios {
 		by := byClient(results[i])
 		oracle, polite, cubic := by["oracle"], by["polite"], by["polite-cubic"]
-		if sc.down == [2]time.Duration{} {
+		switch {
+		case sc.name == "burst1":
+			// The oracle paces at exactly the limit: a request that arrives
+			// late and the next on time are refused by a server with no
+			// burst, a third of the time (see delay).
+			assert.InDelta(t, 0.63, oracle.utilization, 0.05, "%s: the oracle, as on the bench", sc.name)
+		case sc.down == [2]time.Duration{}:
 			assert.GreaterOrEqual(t, oracle.utilization, 0.97, "%s: the oracle shows what the server allows", sc.name)
 		}
 		assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, "%s: polite against AWS's controller", sc.name)
@@ -503,26 +623,34 @@ var qualityVariants = []struct {
 }{
 	// At 10 a second with a bucket of 2 and a round trip of 200ms, polite
 	// holds below the limit after each probe and measures what it held:
-	// it trails AWS's controller here (README.md).
+	// it is level with AWS's controller here (0.74 against 0.73), not
+	// reliably above it (README.md).
 	{scenario{name: "nginx, L 10, burst 1, 200ms, 4 workers", limiter: func() limiter { return &nginxLimitReq{burst: 1} },
 		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond}, floor{0.7, 0.09, 1.1}},
 	{scenario{name: "throttled, L 10, burst 2, 200ms, 4 workers", limiter: func() limiter { return &throttledGCRA{maxBurst: 1} },
 		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond}, floor{0.8, 0.08, 1.1}},
 	{scenario{name: "httprate, L 10, 200ms, 4 workers", limiter: func() limiter { return &httprateWindow{} },
 		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond, headers: true}, floor{0.85, 0.05, 1.05}},
+	// 64 workers whose first contact meets a burst of 100: which of the
+	// estimates the climb from the floor ends on is the scheduler's (0.72
+	// to 0.92 over runs).
 	{scenario{name: "nginx, L 1000, burst 100, 20ms, 64 workers", limiter: func() limiter { return &nginxLimitReq{burst: 100} },
-		schedule: []step{{0, 1000}}, length: 10 * time.Second, workers: 64, latency: 20 * time.Millisecond}, floor{0.85, 0.03, 1.03}},
+		schedule: []step{{0, 1000}}, length: 10 * time.Second, workers: 64, latency: 20 * time.Millisecond}, floor{0.7, 0.03, 1.03}},
 	// HAProxy counts refusals: a second event soon after one can measure
 	// a quarter of the limit, and which runs see it is the scheduler's
-	// (0.66 to 1.00 over 30 runs, -race or not).
+	// (0.66 to 1.00 over 30 runs, -race or not); an overshoot costs
+	// several refusals (3 to 7.9% over runs).
 	{scenario{name: "haproxy, L 1000, 20ms, 64 workers", limiter: func() limiter { return &haproxyRate{} },
-		schedule: []step{{0, 1000}}, length: 10 * time.Second, workers: 64, latency: 20 * time.Millisecond}, floor{0.6, 0.04, 1.05}},
+		schedule: []step{{0, 1000}}, length: 10 * time.Second, workers: 64, latency: 20 * time.Millisecond}, floor{0.6, 0.09, 1.1}},
 	{scenario{name: "tollbooth, L 1000, burst 100, 20ms, 64 workers", limiter: func() limiter { return &tokenBucket{burst: 100, headers: true} },
 		schedule: []step{{0, 1000}}, length: 10 * time.Second, workers: 64, latency: 20 * time.Millisecond, headers: true}, floor{0.95, 0.01, 1.01}},
 	{scenario{name: "nginx, L 100, 2 workers (client-bound)", limiter: func() limiter { return &nginxLimitReq{burst: 10} },
 		schedule: []step{{0, 100}}, length: 10 * time.Second, workers: 2, latency: 20 * time.Millisecond}, floor{0.95, 0, 1.01}},
+	// A limit low for 20 s costs a refused probe every hold, which after a
+	// drop is 15% of the time since it (2.2 to 2.6% refused over 8 runs;
+	// 1.9 to 2.4% with a quarter, before the rise was found sooner).
 	{scenario{name: "drop4x, 60 s, 20ms", limiter: func() limiter { return &gcraBucket{burst: 10} },
-		schedule: thirds(60*time.Second, 1, 0.25), length: 60 * time.Second, latency: 20 * time.Millisecond}, floor{0.85, 0.025, 1.03}},
+		schedule: thirds(60*time.Second, 1, 0.25), length: 60 * time.Second, latency: 20 * time.Millisecond}, floor{0.85, 0.03, 1.03}},
 }
 
 // TestControlQualityVariants asserts polite's floors away from the bench's
@@ -541,7 +669,15 @@ func TestControlQualityVariants(t *testing.T) {
 		assert.GreaterOrEqual(t, polite.utilization, v.utilization, v.name)
 		assert.LessOrEqual(t, polite.rejected, v.rejected, v.name)
 		assert.LessOrEqual(t, polite.amplify, v.amplify, v.name)
-		if !strings.HasPrefix(v.name, "nginx, L 10,") {
+		switch {
+		case strings.HasPrefix(v.name, "nginx, L 10,"):
+		case strings.HasPrefix(v.name, "tollbooth"):
+			// The quota is stated from the first answer, and paces both
+			// alike; AWS's controller sends its 64 callers' first requests
+			// at once, into the server's burst of 100, where polite's first
+			// contact sends two, then paces: 0.6% of the run.
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.01, v.name)
+		default:
 			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, v.name)
 		}
 	}

@@ -49,6 +49,7 @@ type serverQuota struct {
 	limit    float64       // the server's limit per window; 0 if unknown
 	window   time.Duration // the window, stated or learnt; 0 if unknown
 	stated   bool          // the server stated the window
+	rounding time.Duration // the rounding of the last reset stated (its slack)
 	last     time.Time     // the reset of the last response
 	put      bool          // last was stated by two responses in a row: it ends a window
 	prev     time.Time     // the last reset before it that two responses in a row stated
@@ -74,6 +75,7 @@ func (q *serverQuota) sync(now time.Time, quota Quota) float64 {
 		q.window, q.stated = quota.Window, true
 	}
 	q.learn(quota.Reset)
+	q.rounding = quota.Slack
 	ahead := quota.Reset.Sub(now)
 	far := ahead >= quotaCoarse*quota.Slack
 	q.far = q.far || far
@@ -133,6 +135,23 @@ func (q *serverQuota) rateLocked() float64 {
 	return q.limit / q.window.Seconds()
 }
 
+// paceLocked returns the rate the quota paces its requests at, less the
+// margin: its rate, or, until the window is learnt, the limit over one
+// unit of the reset's rounding (a second) when the reset stays put (it
+// ends a window, it is not a bucket's time to refill) and is too near to
+// count down to: the shortest window its resets could tell apart, so that
+// the first window of a 1-second quota (go-chi/httprate, ulule/limiter,
+// sethvargo/go-limiter) is paced rather than spent in a burst. That guess
+// paces only: it is not the limit the key's controller takes. It
+// requires q.mu held.
+func (q *serverQuota) paceLocked() float64 {
+	rate := q.rateLocked()
+	if rate == 0 && q.limit > 0 && q.put && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
+		rate = q.limit / q.rounding.Seconds()
+	}
+	return rate * (1 - quotaMargin)
+}
+
 // reserve takes a place for a request at now and returns how long it must
 // wait for it. spent reports a wait until the quota renews, which is the
 // server's to ask for, rather than even pacing; then no place is taken,
@@ -149,7 +168,7 @@ func (q *serverQuota) rateLocked() float64 {
 func (q *serverQuota) reserve(now time.Time, share float64, fleet bool) (wait time.Duration, spent, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ceiling := q.rateLocked() * (1 - quotaMargin)
+	ceiling := q.paceLocked()
 	if fleet {
 		ceiling = 0
 	}

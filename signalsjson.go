@@ -9,14 +9,15 @@ import (
 // signalsJSON is the JSON form of [Signals]: field names in snake_case,
 // durations in seconds.
 type signalsJSON struct {
-	RetryAfter      float64   `json:"retry_after"`
-	HasRetryAfter   bool      `json:"has_retry_after"`
-	RetryAfterSlack float64   `json:"retry_after_slack"`
-	Quota           quotaJSON `json:"quota"`
-	HasQuota        bool      `json:"has_quota"`
-	Bucket          string    `json:"bucket"`
-	Global          bool      `json:"global"`
-	Cached          bool      `json:"cached"`
+	RetryAfter      float64     `json:"retry_after"`
+	HasRetryAfter   bool        `json:"has_retry_after"`
+	RetryAfterSlack float64     `json:"retry_after_slack"`
+	Quota           quotaJSON   `json:"quota"`
+	HasQuota        bool        `json:"has_quota"`
+	Bucket          string      `json:"bucket"`
+	Global          bool        `json:"global"`
+	Cached          bool        `json:"cached"`
+	Quotas          []quotaJSON `json:"quotas,omitempty"`
 }
 
 // quotaJSON is the JSON form of [Quota]; a zero Reset is left out.
@@ -28,13 +29,18 @@ type quotaJSON struct {
 	Window    float64   `json:"window"`
 	Policy    string    `json:"policy"`
 	Unit      string    `json:"unit"`
+	Refill    bool      `json:"refill,omitempty"`
 }
 
 // MarshalJSON encodes s as a JSON object whose field names are the
 // fields' in snake_case (retry_after, has_retry_after, retry_after_slack,
-// quota, has_quota, bucket, global, cached), with durations in seconds
-// (fractional) and times in RFC 3339.
+// quota, has_quota, bucket, global, cached, and quotas when there are
+// any), with durations in seconds (fractional) and times in RFC 3339.
 func (s Signals) MarshalJSON() ([]byte, error) {
+	var quotas []quotaJSON
+	for _, q := range s.Quotas {
+		quotas = append(quotas, q.wire())
+	}
 	return json.Marshal(signalsJSON{
 		RetryAfter:      s.RetryAfter.Seconds(),
 		HasRetryAfter:   s.HasRetryAfter,
@@ -44,6 +50,7 @@ func (s Signals) MarshalJSON() ([]byte, error) {
 		Bucket:          s.Bucket,
 		Global:          s.Global,
 		Cached:          s.Cached,
+		Quotas:          quotas,
 	})
 }
 
@@ -69,6 +76,14 @@ func (s *Signals) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
+	var quotas []Quota
+	for _, wq := range w.Quotas {
+		q, err := wq.quota()
+		if err != nil {
+			return err
+		}
+		quotas = append(quotas, q)
+	}
 	*s = Signals{
 		RetryAfter:      retryAfter,
 		HasRetryAfter:   w.HasRetryAfter,
@@ -78,13 +93,14 @@ func (s *Signals) UnmarshalJSON(data []byte) error {
 		Bucket:          w.Bucket,
 		Global:          w.Global,
 		Cached:          w.Cached,
+		Quotas:          quotas,
 	}
 	return nil
 }
 
 // MarshalJSON encodes q as a JSON object with the field names limit,
 // remaining, reset (RFC 3339, left out when zero), slack and window (in
-// seconds), policy and unit.
+// seconds), policy, unit, and refill when it is true.
 func (q Quota) MarshalJSON() ([]byte, error) { return json.Marshal(q.wire()) }
 
 // UnmarshalJSON decodes what [Quota.MarshalJSON] encodes.
@@ -113,6 +129,7 @@ func (q Quota) wire() quotaJSON {
 		Window:    q.Window.Seconds(),
 		Policy:    q.Policy,
 		Unit:      q.Unit,
+		Refill:    q.Refill,
 	}
 }
 
@@ -133,6 +150,7 @@ func (w quotaJSON) quota() (Quota, error) {
 		Window:    window,
 		Policy:    w.Policy,
 		Unit:      w.Unit,
+		Refill:    w.Refill,
 	}, nil
 }
 

@@ -22,9 +22,15 @@
 // second of the server's quota at each refusal; the key's controller,
 // which heard the throttle, slows the other calls instead.
 //
-// A wait never outlives the request's context: a wait that would end after
-// the deadline fails at once with a [*ThrottledError] that says how long it
-// would have been, and a cancelled wait gives its place back.
+// A wait never outlives the request's context, and a cancelled wait gives
+// its place back. A call fails locally, at once, with a [*ThrottledError]
+// that says how long its wait would have been, only when the server asked
+// for a pause longer than [WithMaxRetryAfter] allows, or when the wait
+// would not end before the deadline even at the server's rate: the rate the
+// server states, the one [WithRate] told the Transport, or the limit the
+// key's controller has measured. The controller's own caution (climbing
+// towards the limit from a floor, halving while refused) fails no call:
+// the calls wait for the rate to come back.
 //
 // # Server signals
 //
@@ -50,6 +56,30 @@
 // usable reset holds the key a second, and a reset or Retry-After longer
 // than [WithMaxRetryAfter] is refused rather than waited on.
 //
+// # Pacing by cost
+//
+// Some APIs count more than requests: an LLM API counts tokens a minute
+// (OpenAI's and Azure's tokens, Anthropic's input and output tokens), a
+// GraphQL API points (GitHub's an hour, Shopify's a second). The server
+// charges a request its estimate when it admits it (the prompt and the
+// most it may generate) and settles the actual cost when it is done. With
+// [WithCost], a request tells its [Cost] before it waits, and waits until
+// every quota of its key in those units holds it: the quotas each
+// response states (OpenAI's, Anthropic's and GitHub's headers, learnt
+// from the first response; a refilling bucket's reset, the time until it
+// is full again, tells how fast it refills), or [WithQuota]'s. Requests
+// take their costs first come first served, so that a large one is never
+// passed over by small ones. [WithUsage] reads what a request actually
+// cost from the end of its response's body (a JSON answer's usage, or the
+// last event of a stream) and gives back at once what it did not use;
+// [Settle] does the same for a caller that holds the usage. A throttled
+// attempt gives its cost back, and every response sets each quota to what
+// the server says is left. A request larger than the server's whole limit
+// fails at once with a [*CostError]. Package
+// github.com/politehttp/polite/politecost has these options ready for
+// OpenAI, Anthropic, Azure OpenAI, and GitHub's and Shopify's GraphQL
+// APIs.
+//
 // # Adaptive rate
 //
 // A client that is not told the server's limit must find it. Every
@@ -58,6 +88,14 @@
 // controller: [Gentle] by default, [Cubic] (the AWS SDKs' adaptive retry
 // mode, number for number), [AIMD], or none. The controllers are exported
 // and usable outside HTTP.
+//
+// Under the default, a key with no history (and no [WithRate]) opens as
+// TCP's slow start does when its calls crowd it: two requests, then a
+// rate that doubles every round trip (20 ms at least), until the server
+// throttles or states its quota, or the rate outgrows the callers; a
+// caller that sends one request at a time is never held. And Gentle
+// hears a server that queues rather than refuses: a round trip that rises
+// above its own base while the rate rises stops the rise (see [Gentle]).
 //
 // # Where polite departs from the AWS SDKs
 //
@@ -102,7 +140,10 @@
 //     did not process the request, whatever its method ([Unprocessed]):
 //     the connection was never made (a dial error: refused, unreachable,
 //     timed out; a temporary DNS failure), or the server refused its
-//     HTTP/2 stream with REFUSED_STREAM (RFC 9113 §8.7);
+//     HTTP/2 stream with REFUSED_STREAM (RFC 9113 §8.7); or the server
+//     throttled it (a 429, a 503 with Retry-After, a spent quota's 403, a
+//     throttle its body reports under [WithThrottleBody]), which refuses
+//     a request before it is processed;
 //   - it has no body, or a body it can rebuild with
 //     [http.Request.GetBody]; a body is never resent empty, and polite never
 //     buffers bodies to make them replayable.
@@ -243,6 +284,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 			opt(&cfg)
 		}
 	}
+	cfg.costs = cfg.costing()
 	budget := cfg.budget
 	if budget == nil {
 		budget = NewRetryBudget(DefaultRetryBudgetCapacity)
@@ -273,6 +315,10 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req), resent: -1}
+	if err := c.estimateCost(); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	returned := false
 	defer func() {
 		if !returned {
@@ -285,26 +331,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.run()
 	returned = true
 	return resp, err
-}
-
-// abandon lets go of what a call held when a panic (a hook's, the
-// logger's, next's) ended it: the response it had not handed back or
-// discarded, its slot under WithMaxInFlight, its place in the server's
-// quota, a rebuilt body it had not sent. The panic goes on to the caller;
-// the Transport's later calls to the key must not wait for this one.
-// (Its places in the key's queues, and the sends its waits booked, are
-// given back by the functions that take them, in deferred calls.)
-func (c *call) abandon() {
-	if c.live != nil {
-		discard(c.live)
-	}
-	if c.slot != nil {
-		releaseSlot(c.slot)
-	}
-	if c.quota != nil {
-		c.quota.answered()
-	}
-	closeBody(c.body)
 }
 
 // resendKey is the context key of a retry's request: its value is how many
@@ -343,23 +369,6 @@ func (c *call) resends() int {
 	return c.resent
 }
 
-// state returns the state of the call's key, or nil if the key needs none
-// yet.
-func (c *call) state() *keyState {
-	if c.ks == nil {
-		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, false)
-	}
-	return c.ks
-}
-
-// need returns the state of the call's key, making it if needed.
-func (c *call) need() *keyState {
-	if c.ks == nil {
-		c.ks, c.shard, c.rotated = c.t.keys.lookup(c.key, true)
-	}
-	return c.ks
-}
-
 // CloseIdleConnections closes the idle connections of the wrapped
 // RoundTripper, if it has such a method.
 func (t *Transport) CloseIdleConnections() {
@@ -378,302 +387,21 @@ func (t *Transport) RetryBudget() Budget { return t.budget }
 // above it to keep to the same limit.
 func (t *Transport) MaxRetryAfter() time.Duration { return t.cfg.maxRetryAfter }
 
-// call is the state of one RoundTrip.
-type call struct {
-	t           *Transport
-	req         *http.Request // the caller's request, never modified
-	ctx         context.Context
-	key         string
-	ks          *keyState        // the key's state, once it has one
-	shard       *shard[keyState] // the key's registry shard, once looked up
-	rotated     int64            // its last rotation when ks was found
-	quota       *serverQuota     // the server quota the attempt in flight counts against, if any
-	slot        *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
-	attempt     int              // the attempt being made, 1-based
-	resent      int              // the times a layer above sent the request before (ResendCount); -1 until read
-	sent        uint32           // what the key's Gentle.sending said as the attempt was sent
-	fleetGen    uint64           // the fleet's controller generation the attempt was booked under
-	fleetShared bool             // the fleet's shared controller paced the attempt
-	held        int              // retry cost held by the attempt in flight, refunded if it succeeds
-	sched       *schedule        // backoff delays, made at the first retry
-	site        *robotsEntry     // the robots.txt of the request's host, under WithCrawlDelay
-	live        *http.Response   // the attempt's response while the call decides what to do with it
-	body        io.ReadCloser    // a retry's rebuilt body, until it is sent
-}
-
-// failure is what makes an attempt worth retrying.
-type failure struct {
-	timeout       bool          // a transport timeout: the retry costs more
-	retryAfter    time.Duration // the server's Retry-After, if hasRetryAfter
-	hasRetryAfter bool
-	untilReset    bool // retryAfter is the time until a spent quota's reset, not a Retry-After
-	throttled     bool // the server throttled the attempt
-	unsent        bool // the error proves the server never received the request
-}
-
-func (c *call) run() (*http.Response, error) {
-	t := c.t
-	// A request may be sent again if its body can be rebuilt, and if its
-	// method (or its idempotency key, or WithRetryNonIdempotent) allows it
-	// or the failure proves the server never received it.
-	canRetry := t.cfg.maxAttempts > 1 && c.bodyReplayable()
-	safe := c.methodReplayable()
-	send := c.req // the first attempt sends the caller's request as is
-	for c.attempt = 1; ; c.attempt++ {
-		if err := c.admit(); err != nil {
-			if c.quota != nil { // admitted by the quota, refused after it
-				c.quota.answered()
-				c.quota = nil
-			}
-			closeRequestBody(send)
-			t.budget.Refund(c.held) // the retry was never sent
-			return nil, err
-		}
-		c.sent = noSend
-		if ks := c.ks; ks != nil && t.keys.adaptive == AdaptiveDefault {
-			c.sent = ks.gentle.sending()
-		}
-		c.body = nil // next closes it, whatever happens
-		resp, err := t.next.RoundTrip(send)
-		c.releaseSlotAfter(resp)
-		switch {
-		case err != nil && resp != nil: // next broke its contract; keep the error
-			discard(resp)
-			resp = nil
-		case err == nil && resp == nil:
-			err = errNilResponse
-		}
-		c.live = resp
-		now := time.Now()
-		f, failed := c.judge(resp, err, now)
-		if !failed {
-			if err == nil {
-				t.budget.Refund(successRefund + c.held)
-			}
-			return resp, err
-		}
-		c.held = 0 // a failed retry keeps its cost
-		if !canRetry || !safe && !f.unsent {
-			return resp, err
-		}
-		delay, ok := c.retryDelay(f, now)
-		if !ok {
-			return resp, err
-		}
-		var body io.ReadCloser
-		if c.req.Body != nil && c.req.Body != http.NoBody {
-			var bodyErr error
-			if body, bodyErr = c.req.GetBody(); bodyErr != nil || body == nil {
-				return resp, err // the body cannot be rebuilt: never resend it empty
-			}
-			c.body = body // closed by abandon if the call ends before it is sent
-		}
-		cost := retryCost
-		if f.timeout {
-			cost = timeoutRetryCost
-		}
-		if !t.budget.TryTake(cost) {
-			closeBody(body)
-			c.body = nil
-			t.budgetExhausted(c.event(resp, err))
-			if err != nil {
-				return nil, &budgetError{err: err}
-			}
-			return resp, nil
-		}
-		c.held = cost
-		e := c.event(resp, err)
-		e.Delay, e.RetryAfter, e.Throttled = delay, f.retryAfter, f.throttled
-		t.retrying(e)
-		if resp != nil {
-			discard(resp)
-			c.live = nil
-		}
-		c.attempt++ // the wait is the next attempt's
-		switch {
-		case f.retryAfter < delay:
-			c.waitingFor(delay, WaitBackoff, false)
-		case f.untilReset:
-			c.waitingFor(delay, WaitQuota, true)
-		default:
-			c.waitingFor(delay, WaitPause, true)
-		}
-		c.attempt--
-		if err := sleep(c.ctx, delay); err != nil {
-			closeBody(body)
-			t.budget.Refund(c.held)
-			return nil, err
-		}
-		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.resends()+c.attempt))
-		send.Body = body
-	}
-}
-
-// judge reports whether the attempt failed in a way worth retrying, and
-// tells the key's state what the server said: every attempt feeds the
-// key's controller; the quota the response reports paces the key, or the
-// bucket the server names; and a throttle pauses the key (or the bucket)
-// for the delay the server asked for.
-func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bool) {
-	if c.quota != nil {
-		c.quota.answered()
-		c.quota = nil
-	}
-	if err != nil {
-		c.attempted(nil, err, false)
-		if c.ctx.Err() != nil {
-			return failure{}, false // the caller gave up: nothing was learnt
-		}
-		if ks := c.state(); ks != nil {
-			c.observe(ks, now, outcomeFailed, 0)
-		}
-		retry, timeout := retryableError(err)
-		return failure{timeout: timeout, unsent: Unprocessed(err)}, retry
-	}
-	code := resp.StatusCode
-	s := ParseSignals(resp.Header, now)
-	spent := s.HasQuota && s.Quota.Remaining < 1
-	throttled := code == http.StatusTooManyRequests ||
-		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
-		(code == http.StatusForbidden && spent) // GitHub's primary limit
-	f := failure{throttled: throttled}
-	f.retryAfter, f.hasRetryAfter = s.Delay(now)
-	f.untilReset = f.hasRetryAfter && !s.HasRetryAfter
-	if s.HasQuota || throttled && f.retryAfter > 0 {
-		c.need() // the server said something to keep
-	}
-	if ks := c.state(); ks != nil {
-		o := outcomeOK
-		switch {
-		case throttled:
-			o = outcomeThrottled
-		case code >= 500:
-			o = outcomeFailed
-		}
-		c.observe(ks, now, o, c.heed(ks, s, throttled, now))
-		c.tellFleet(ks, o)
-	}
-	c.attempted(resp, nil, throttled)
-	if throttled {
-		e := c.event(resp, nil)
-		e.RetryAfter, e.Throttled = f.retryAfter, true
-		c.t.throttled(e)
-	}
-	return f, throttled || retryableStatus(code)
-}
-
-// observe feeds the attempt's outcome, and the limit the server states
-// (requests per second; 0 if none), to the key's controller, and keeps the
-// key's state in the registry.
-func (c *call) observe(ks *keyState, now time.Time, o outcome, stated float64) {
-	ceiling, cap := c.t.keys.ceiling()
-	ks.observe(c.t.keys.adaptive, now, o, stated, c.sent, ceiling, cap)
-	c.t.keys.keep(c.shard, c.key, ks, now, c.rotated)
-}
-
-// heed applies what a response said to the key's quota and pause: the
-// quota it reports paces the key, or the bucket it names (which the
-// request's path is then known to count against); a throttle with a
-// Retry-After that holds the key pauses the bucket, or the
-// whole key if the server named none or said the limit is global. (A quota
-// reported spent holds its calls through the quota itself.) It returns the
-// limit the quota states, in requests per second; 0 if it states none.
-func (c *call) heed(ks *keyState, s Signals, throttled bool, now time.Time) (stated float64) {
-	var q *serverQuota
-	switch {
-	case s.Bucket != "":
-		q = c.t.keys.bucket(c.req.URL.Host, s.Bucket)
-		ks.route(c.req.URL.Path, q)
-	case s.HasQuota:
-		q = ks.ownQuota()
-	}
-	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
-	if s.HasQuota && (s.Quota.Unit == "" || s.Quota.Remaining < 1) {
-		stated = q.sync(now, s.Quota)
-		if c.t.cfg.fleet != nil && (s.Bucket == "" || s.Global) {
-			fleetUntil = q.spentUntil() // spent until its reset: for the whole fleet
-		}
-	}
-	if s.HasQuota && s.Quota.Remaining < 1 && !s.Quota.Reset.IsZero() {
-		c.pin(s, minTime(s.Quota.Reset, now.Add(maxPause)))
-	}
-	// A Retry-After of a second or less, counted in whole seconds, says no
-	// more than "slow down": servers round up to the second what is often a
-	// few milliseconds of their bucket (go-chi/httprate always says 1), and
-	// a key held for it would lose a second of its quota at every
-	// overshoot. The retry waits for it; the key's controller, which heard
-	// the throttle, slows the other calls. A longer delay, or one stated
-	// to the millisecond, holds the key.
-	if !throttled || !s.HasRetryAfter || s.RetryAfterSlack > 0 && s.RetryAfter <= s.RetryAfterSlack {
-		c.pauseFleet(ks, fleetUntil, now)
-		return stated
-	}
-	until := now.Add(min(s.RetryAfter, maxPause))
-	c.pin(s, until)
-	if q != nil && s.Bucket != "" && !s.Global {
-		q.exhaust(until) // the bucket's: fleetUntil is zero
-		return stated
-	}
-	ks.pause(until)
-	c.pauseFleet(ks, maxTime(until, fleetUntil), now)
-	return stated
-}
-
-// pin keeps the state that holds a pause or a spent quota (the key's, or
-// the named bucket's) until until, however idle it is.
-func (c *call) pin(s Signals, until time.Time) {
-	if s.Bucket != "" {
-		c.t.keys.pin(bucketKey(c.req.URL.Host, s.Bucket), until)
-	}
-	c.t.keys.pin(c.key, until)
-}
-
-// retryDelay returns how long to wait before the next attempt, or false
-// when the call should not wait: attempts are used up, the server asked for
-// more than the Transport waits on, or the next attempt could not be sent
-// before the context deadline.
-func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
-	cfg := &c.t.cfg
-	if c.attempt >= cfg.maxAttempts || c.ctx.Err() != nil {
-		return 0, false
-	}
-	if f.hasRetryAfter && f.retryAfter > cfg.maxRetryAfter {
-		return 0, false
-	}
-	if c.sched == nil {
-		c.sched = newSchedule(cfg.backoffBase, cfg.backoffMax)
-	}
-	delay := max(c.sched.next(cfg.random()), f.retryAfter)
-	// The next attempt also waits for its key's pause and bucket: count
-	// them, so that a retry that cannot be sent in time is not started.
-	earliest := delay
-	if ks := c.state(); ks != nil {
-		pause, turn := ks.nextTurnWait(now.Add(delay))
-		if pause > cfg.maxRetryAfter { // the next attempt would be refused
-			return 0, false
-		}
-		earliest += max(pause, turn)
-		if ks.quoted.Load() {
-			if q := ks.quotaFor(c.req.URL.Path); q != nil {
-				earliest += q.peek(now.Add(earliest))
-			}
-		}
-	}
-	if deadline, ok := c.ctx.Deadline(); ok && now.Add(earliest).After(deadline) {
-		return 0, false
-	}
-	return delay, true
-}
-
 // refuse returns a *ThrottledError if a wait of d from now is not allowed:
-// it would end after the context deadline, or it is a server pause longer
+// it would not end before the context deadline, or it is a server pause longer
 // than WithMaxRetryAfter. It returns nil if the wait is allowed.
 func (c *call) refuse(d time.Duration, now time.Time, server bool) error {
+	if d <= 0 {
+		// No wait to refuse: a call whose deadline passed while it waited
+		// ends with its context's error, not a refusal of a wait of 0.
+		return nil
+	}
 	allowed := time.Duration(-1)
 	if server && d > c.t.cfg.maxRetryAfter {
 		allowed = c.t.cfg.maxRetryAfter
 	}
-	if deadline, ok := c.ctx.Deadline(); ok && now.Add(d).After(deadline) {
+	if deadline, ok := c.ctx.Deadline(); ok && !now.Add(d).Before(deadline) {
+		// A wait that ends as the deadline passes leaves no time to send.
 		left := max(deadline.Sub(now), 0)
 		if allowed < 0 || left < allowed {
 			allowed = left

@@ -115,6 +115,29 @@ func TestWaitPastDeadlineFailsAtOnce(t *testing.T) {
 	})
 }
 
+// A wait that would end just as the deadline passes leaves no time to send:
+// it is refused at once, as one past the deadline is, and never races the
+// deadline (which of the two timers fires first is chance).
+func TestWaitEndingAtTheDeadlineIsRefused(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			next := newStub(status(200))
+			tr := polite.New(next, polite.WithRate(1, 1))
+			resp, err := get(t, t.Context(), tr, "http://a.test/") // takes the only token
+			require.NoError(t, err)
+			readBody(t, resp)
+
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second) // the next token's instant
+			defer cancel()
+			start := time.Now()
+			_, err = get(t, ctx, tr, "http://a.test/")
+			assert.ErrorIs(t, err, polite.ErrThrottled)
+			assert.Zero(t, time.Since(start), "refused at once")
+			assert.Equal(t, 1, next.calls())
+		})
+	}
+}
+
 func TestCancelledWaitGivesTokenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200))

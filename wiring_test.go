@@ -165,9 +165,9 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 				ceiling, cap := tr.keys.ceiling()
 				for range 1000 { // the server accepts 1000 a second
 					time.Sleep(time.Millisecond)
-					ks.observe(mode, time.Now(), outcomeOK, 0, noSend, ceiling, cap)
+					ks.observe(mode, time.Now(), outcomeOK, 0, noSend, 0, ceiling, cap)
 				}
-				ks.observe(mode, time.Now(), outcomeThrottled, 0, noSend, ceiling, cap)
+				ks.observe(mode, time.Now(), outcomeThrottled, 0, noSend, 0, ceiling, cap)
 				rate, burst, enabled := ks.controller(mode).observe(time.Now(), false, 0)
 				require.True(t, enabled)
 				assert.Greater(t, rate, 500.0, "the controller's rate")
@@ -236,7 +236,7 @@ func observe(ks *keyState, throttled bool) {
 	if throttled {
 		o = outcomeThrottled
 	}
-	ks.observe(AdaptiveDefault, time.Now(), o, 0, noSend, rate.Inf, math.MaxInt32)
+	ks.observe(AdaptiveDefault, time.Now(), o, 0, noSend, 0, rate.Inf, math.MaxInt32)
 }
 
 func lookup(tr *Transport, key string) *keyState {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -125,12 +130,40 @@ func TestFailures(t *testing.T) {
 		{Server: "d", Client: "polite", Err: "boom"},
 		{Server: "e", Client: "polite", Skipped: "nginx: not installed"},
 		{Server: "f", Client: "plain", Utilization: 0.1, Rejected: 0.99},
+		{Server: "g", Client: "polite", Utilization: 0.99, Rejected: 0.001, Local: 1},
+		{Server: "h", Client: "polite", Utilization: 0.9, Rejected: 0.01, Local: 500}, // its limit changes
+		{Server: "i", Client: "oracle", Utilization: 0.58, Rejected: 0.4},
+		{Server: "i", Client: "polite", Utilization: 0.55, Rejected: 0.02}, // the oracle is refused too: 0.48 is enough
 	}
-	bad := failures(results)
-	require.Len(t, bad, 3)
+	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true}
+	bad := failures(results, steady)
+	require.Len(t, bad, 4)
 	assert.Contains(t, bad[0], "b × polite")
 	assert.Contains(t, bad[1], "c × polite")
 	assert.Contains(t, bad[2], "d × polite")
+	assert.Contains(t, bad[3], "g × polite: 1 calls failed locally")
+}
+
+func TestSteadyServers(t *testing.T) {
+	steady := steadyServers(servers(), 100)
+	for _, name := range []string{"httprate", "burst1", "nginx", "nginx-queue", "haproxy", "github"} {
+		assert.True(t, steady[name], name)
+	}
+	for _, name := range []string{"gcra-drop", "drop4x", "outage"} {
+		assert.False(t, steady[name], name)
+	}
+}
+
+// The callers' view: a call polite refused to wait for is local, and so
+// is the oracle's; a server's refusal, a transport error and a deadline
+// are not.
+func TestIsLocal(t *testing.T) {
+	assert.True(t, isLocal(&polite.ThrottledError{Key: "a", Wait: time.Minute}))
+	assert.True(t, isLocal(&url.Error{Op: "Get", URL: "http://a/", Err: &polite.ThrottledError{}}))
+	assert.True(t, isLocal(fmt.Errorf("%w: x", errOracleRefused)))
+	assert.False(t, isLocal(nil))
+	assert.False(t, isLocal(context.DeadlineExceeded))
+	assert.False(t, isLocal(io.ErrUnexpectedEOF))
 }
 
 // A fleet client of 4 on a real Redis (the bench's own redis-server)

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -25,13 +29,18 @@ type clientConfig struct {
 	fleet    int           // the processes of a fleet client
 	redis    string        // the Redis a fleet client shares its quota through
 	cleanup  func(func())  // registers what to close when the run ends
+	trace    bool          // print the polite client's attempts (see tracer)
+	share    float64       // the part of the limit the oracle paces at; 0 or 1: all of it
 }
 
 // clients returns every client, in the order the table lists them.
 func clients() []client {
 	return append([]client{
 		{name: "oracle", build: buildOracle},
-		{name: "polite", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
+		{name: "polite", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			if cfg.trace {
+				return &http.Client{Transport: tracer(tr, cfg.origin)}
+			}
 			return &http.Client{Transport: polite.New(tr)}
 		}},
 		{name: "polite-cubic", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
@@ -69,9 +78,10 @@ func newTransport(workers int) *http.Transport {
 func buildOracle(tr http.RoundTripper, cfg clientConfig) *http.Client {
 	first := cfg.profile.rateAt(0, cfg.duration)
 	return &http.Client{Transport: &oracle{
-		next: tr,
-		lim:  rate.NewLimiter(rate.Limit(first), 1),
-		cfg:  cfg,
+		next:  tr,
+		lim:   rate.NewLimiter(rate.Limit(first), 1),
+		cfg:   cfg,
+		share: cfg.share,
 	}}
 }
 
@@ -82,6 +92,10 @@ type oracle struct {
 	cfg   clientConfig
 	share float64 // the part of the limit it paces at; 0 means all of it
 }
+
+// errOracleRefused is the oracle's error for a call whose turn would come
+// after its deadline.
+var errOracleRefused = errors.New("oracle: the turn would come after the deadline")
 
 // RoundTrip waits for the limiter, at the rate the schedule has now, then
 // sends req once.
@@ -108,7 +122,7 @@ func (o *oracle) wait(ctx context.Context) error {
 		}
 		change, ok := o.cfg.profile.nextChange(elapsed, o.cfg.duration)
 		if !ok {
-			return o.lim.Wait(ctx)
+			return o.refused(ctx, o.lim.Wait(ctx))
 		}
 		at := o.cfg.origin.Add(change)
 		// Wait fails at once, taking no token, if the turn is after at.
@@ -121,6 +135,9 @@ func (o *oracle) wait(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
+		if deadline, ok := ctx.Deadline(); ok && deadline.Before(at) {
+			return o.refused(ctx, err) // the call's own deadline, not the change of rate
+		}
 		t := time.NewTimer(time.Until(at))
 		select {
 		case <-t.C:
@@ -129,4 +146,33 @@ func (o *oracle) wait(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// refused returns err, marked as the oracle's refusal when the limiter
+// refused a wait that would pass the call's deadline.
+func (o *oracle) refused(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errOracleRefused, err)
+}
+
+// tracer returns a polite Transport with defaults that prints each attempt
+// on stderr: the time since origin, its status (or error), and what the
+// Transport then knows of the key (its rate and the server's limit), for
+// reading how the controller follows a server.
+func tracer(tr http.RoundTripper, origin time.Time) *polite.Transport {
+	var t *polite.Transport
+	var mu sync.Mutex
+	t = polite.New(tr, polite.WithHooks(polite.Hooks{OnAttempt: func(e polite.Event) {
+		var rate, limit float64
+		for s := range t.Keys() {
+			rate, limit = s.Rate, s.Limit
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(os.Stderr, "trace %8.4f attempt %d status %d err %v rate %.1f limit %.1f\n",
+			time.Since(origin).Seconds(), e.Attempt, e.StatusCode, e.Err, rate, limit)
+	}}))
+	return t
 }

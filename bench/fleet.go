@@ -32,8 +32,11 @@ func fleetClients() []client {
 			rts := make([]http.RoundTripper, cfg.fleet)
 			first := cfg.profile.rateAt(0, cfg.duration)
 			for i := range rts {
-				o := &oracle{next: tr, lim: rate.NewLimiter(rate.Limit(first/float64(cfg.fleet)), 1), cfg: cfg}
-				o.share = 1 / float64(cfg.fleet)
+				share := 1 / float64(cfg.fleet)
+				if cfg.share > 0 {
+					share *= cfg.share // -share: each paces at its part of the share
+				}
+				o := &oracle{next: tr, lim: rate.NewLimiter(rate.Limit(first*share), 1), cfg: cfg, share: share}
 				rts[i] = o
 			}
 			return &http.Client{Transport: &spread{rts: rts}}

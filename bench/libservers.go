@@ -17,6 +17,7 @@ import (
 	ulule "github.com/ulule/limiter/v3"
 	ulstdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
+	"golang.org/x/time/rate"
 )
 
 // burst is the burst, in requests, of every token-bucket or GCRA server.
@@ -95,4 +96,24 @@ func startThrottled(cfg serverConfig) (*instance, error) {
 		VaryBy:      &throttled.VaryBy{RemoteAddr: true},
 	}
 	return serveInProcess(func(next http.Handler) http.Handler { return lim.RateLimit(next) }, origin)
+}
+
+// startBurst1 starts the limiter most Go services write for themselves:
+// one golang.org/x/time/rate limiter of L per second with a burst of 1,
+// behind a middleware that answers a bare 429 when Allow says no (no
+// headers, no Retry-After). A refusal takes no token; two requests closer
+// than 1/L apart are one too many.
+func startBurst1(cfg serverConfig) (*instance, error) {
+	origin := time.Now()
+	lim := rate.NewLimiter(rate.Limit(perSecond(cfg)), 1)
+	mw := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !lim.Allow() {
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	return serveInProcess(mw, origin)
 }

@@ -3,10 +3,16 @@
 // processes) and synthetic servers, all on 127.0.0.1, and prints a markdown
 // table: one row per server and client. See README.md.
 //
+// With -llm it runs the LLM bench instead: clients of a fake LLM API
+// (OpenAI's, Anthropic's and Azure OpenAI's limits and headers) served on
+// 127.0.0.1, which count requests and tokens a minute.
+//
 // Usage:
 //
 //	go run . [-duration 8s] [-servers a,b] [-clients a,b] [-workers 16]
 //	         [-limit 100] [-check] [-json FILE] [-headers]
+//	go run . -llm [-dialects a,b] [-clients a,b] [-period 1m] [-duration 4m]
+//	         [-workers 64] [-deadline 2m] [-too-large] [-check] [-json FILE]
 package main
 
 import (
@@ -21,19 +27,48 @@ import (
 func main() {
 	duration := flag.Duration("duration", 8*time.Second, "length of each run")
 	serverList := flag.String("servers", "", "comma-separated servers to run (default all): "+names(servers(), serverName))
-	clientList := flag.String("clients", "", "comma-separated clients to run (default all): "+names(clients(), clientName))
+	clientList := flag.String("clients", "", "comma-separated clients to run (default all): "+names(clients(), clientName)+"; with -llm: "+names(llmClients(), llmClientName))
 	workers := flag.Int("workers", 16, "closed-loop workers per run")
+	deadline := flag.Duration("deadline", 10*time.Second, "each call's deadline (0: none)")
 	fleetSize := flag.Int("fleet", 4, "the processes (Transports, each with its own Redis client) of the fleet clients")
 	limit := flag.Float64("limit", 100, "the servers' limit L, requests per second")
-	check := flag.Bool("check", false, "exit 1 if a polite row has utilization < 0.7 or rejected > 5%, or a run failed")
+	share := flag.Float64("share", 1, "the part of the limit the oracle paces at, 0 to 1 (how a perfect pacer below the limit fares)")
+	check := flag.Bool("check", false, "exit 1 if a polite row has utilization < 0.7 or rejected > 5%, a call failed locally on a steady server, or a run failed")
 	jsonPath := flag.String("json", "", "also write the results as JSON to this file")
 	timeline := flag.Bool("timeline", false, "print each run's server counts (ok/refused) in bins of 250ms on stderr")
+	trace := flag.Bool("trace", false, "print every attempt of the polite client, with its key's rate and limit, on stderr")
 	headers := flag.Bool("headers", false, "print the headers of one allowed and one refused response from each server, and exit")
+	llm := flag.Bool("llm", false, "run the LLM bench: -clients of the fake LLM API on loopback (see README.md); -duration, -workers and -deadline default to 4 periods, 64 and 2 periods")
+	dialects := flag.String("dialects", "", "with -llm: comma-separated dialects of the fake (default all): "+names(llmDialects(), dialectName))
+	period := flag.Duration("period", time.Minute, "with -llm: the fake's \"minute\", the time its quotas refill in (its latencies scale with it)")
+	tooLarge := flag.Bool("too-large", true, "with -llm: 1% of requests larger than the server's token limit")
 	flag.Parse()
 
-	cfg := runConfig{limit: *limit, duration: *duration, workers: *workers, fleet: *fleetSize}
-	if *limit < 1 || *duration < 100*time.Millisecond || *workers < 1 || *fleetSize < 1 {
-		fail(errors.New("need -limit >= 1, -duration >= 100ms, -workers >= 1 and -fleet >= 1"))
+	if *llm {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["servers"] || set["headers"] || set["limit"] || set["share"] || set["trace"] {
+			fail(errors.New("-llm takes no -servers, -headers, -limit, -share or -trace"))
+		}
+		cfg := llmConfig{period: *period, duration: *duration, workers: *workers, deadline: *deadline, fleet: *fleetSize, tooLarge: *tooLarge, seed: 1}
+		if !set["duration"] {
+			cfg.duration = 4 * cfg.period
+		}
+		if !set["workers"] {
+			cfg.workers = 64
+		}
+		if !set["deadline"] {
+			cfg.deadline = 2 * cfg.period
+		}
+		if cfg.period < time.Second || cfg.duration <= cfg.period || cfg.workers < 1 || cfg.fleet < 1 || cfg.deadline < 0 {
+			fail(errors.New("with -llm, need -period >= 1s, -duration > -period, -workers >= 1, -fleet >= 1 and -deadline >= 0"))
+		}
+		os.Exit(llmMain(llmOptions{dialects: *dialects, clients: *clientList, cfg: cfg, check: *check, timeline: *timeline, jsonPath: *jsonPath}))
+	}
+
+	cfg := runConfig{limit: *limit, duration: *duration, workers: *workers, deadline: *deadline, fleet: *fleetSize, trace: *trace, share: *share}
+	if *limit < 1 || *duration < 100*time.Millisecond || *workers < 1 || *fleetSize < 1 || *deadline < 0 || !(*share > 0 && *share <= 1) {
+		fail(errors.New("need -limit >= 1, -duration >= 100ms, -workers >= 1, -fleet >= 1, -deadline >= 0 and 0 < -share <= 1"))
 	}
 	srvs, err := pick(*serverList, servers(), serverName)
 	if err != nil {
@@ -98,8 +133,8 @@ func bench(srvs []server, cls []client, cfg runConfig, check, timeline bool, jso
 				fmt.Fprintf(os.Stderr, "error: %v\n", err)
 				r = result{Server: s.name, Client: c.name, Err: err.Error()}
 			default:
-				fmt.Fprintf(os.Stderr, "utilization %.2f, rejected %s, %d calls\n",
-					r.Utilization, percent(r.Rejected), r.Calls)
+				fmt.Fprintf(os.Stderr, "utilization %.2f, rejected %s, %d calls, %d failed locally\n",
+					r.Utilization, percent(r.Rejected), r.Calls, r.Local)
 				if timeline {
 					fmt.Fprintf(os.Stderr, "  ok/refused per 250ms:%s\n", r.timeline())
 				}
@@ -116,7 +151,7 @@ func bench(srvs []server, cls []client, cfg runConfig, check, timeline bool, jso
 		}
 	}
 	if check {
-		if bad := failures(results); len(bad) > 0 {
+		if bad := failures(results, steadyServers(srvs, cfg.limit)); len(bad) > 0 {
 			fmt.Fprintln(os.Stderr, "bench: -check failed:")
 			for _, b := range bad {
 				fmt.Fprintln(os.Stderr, "  "+b)

@@ -31,6 +31,16 @@ type result struct {
 	Calls  int `json:"calls"`
 	Failed int `json:"failed"`
 
+	// The callers' view. Local is the calls the client failed without an
+	// answer from the server (a refused wait, an empty retry budget: see
+	// isLocal), LocalPerSecond the same per second of the run; TimedOut is
+	// the calls that ran into their deadline; P99OK is the 99th percentile
+	// of the durations of the calls that ended in a 2xx.
+	Local          int           `json:"local"`
+	LocalPerSecond float64       `json:"local_per_second"`
+	TimedOut       int           `json:"timed_out"`
+	P99OK          time.Duration `json:"p99_ok_ns"`
+
 	// Attempts, OK and Refusals are the server's counts, of arrivals in the
 	// run; Allowance is ∫L(t)dt.
 	Attempts  int     `json:"attempts"`
@@ -72,15 +82,21 @@ func summarize(srv, cl string, p profile, origin time.Time, d time.Duration, arr
 			r.Timeline[i].Refused++
 		}
 	}
-	var durations []time.Duration
+	var durations, ok []time.Duration
 	for _, s := range stats {
 		durations = append(durations, s.durations...)
+		ok = append(ok, s.ok...)
 		r.Failed += s.failed
+		r.Local += s.local
+		r.TimedOut += s.timedOut
 	}
 	r.Calls = len(durations)
 	slices.Sort(durations)
+	slices.Sort(ok)
 	r.P50 = percentile(durations, 0.50)
 	r.P99 = percentile(durations, 0.99)
+	r.P99OK = percentile(ok, 0.99)
+	r.LocalPerSecond = ratio(float64(r.Local), d.Seconds())
 	r.Utilization = ratio(float64(r.OK), r.Allowance)
 	r.Rejected = ratio(float64(r.Refusals), float64(r.Attempts))
 	r.AttemptsPerCall = ratio(float64(r.Attempts), float64(r.Calls))

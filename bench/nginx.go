@@ -39,7 +39,7 @@ http {
         root {{.Dir}}/html;
         default_type text/plain;
         location / {
-            limit_req zone=bench burst={{.Burst}} nodelay;
+            limit_req zone=bench burst={{.Burst}}{{if .NoDelay}} nodelay{{end}};
             try_files /index.txt =404;
         }
     }
@@ -49,7 +49,17 @@ http {
 // startNginx starts Debian's nginx with limit_req at L requests per second,
 // burst 10 nodelay, refusing with 429, as a child process in a temporary
 // directory. Attempts are counted from its access log.
-func startNginx(cfg serverConfig) (*instance, error) {
+func startNginx(cfg serverConfig) (*instance, error) { return startNginxLimitReq(cfg, true) }
+
+// startNginxQueue starts nginx as startNginx does, but with limit_req
+// without nodelay, the form nginx's documentation leads with: up to 10
+// requests over the rate are held and released at the rate, the next one
+// is refused.
+func startNginxQueue(cfg serverConfig) (*instance, error) { return startNginxLimitReq(cfg, false) }
+
+// startNginxLimitReq starts nginx with limit_req at L requests per second
+// and burst 10, with or without nodelay.
+func startNginxLimitReq(cfg serverConfig, nodelay bool) (*instance, error) {
 	bin, err := lookBinary("nginx")
 	if err != nil {
 		return nil, err
@@ -65,7 +75,7 @@ func startNginx(cfg serverConfig) (*instance, error) {
 	}
 	addr, err := freeAddr()
 	if err == nil {
-		err = writeNginxFiles(dir, addr, perSecond(cfg))
+		err = writeNginxFiles(dir, addr, perSecond(cfg), nodelay)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -78,7 +88,7 @@ func startNginx(cfg serverConfig) (*instance, error) {
 }
 
 // writeNginxFiles writes nginx.conf and the static file into dir.
-func writeNginxFiles(dir, addr string, rate int) error {
+func writeNginxFiles(dir, addr string, rate int, nodelay bool) error {
 	html := filepath.Join(dir, "html")
 	if err := os.Mkdir(html, 0o755); err != nil {
 		return err
@@ -89,5 +99,6 @@ func writeNginxFiles(dir, addr string, rate int) error {
 	return writeTemplate(filepath.Join(dir, "nginx.conf"), nginxConf, struct {
 		Dir, Addr   string
 		Rate, Burst int
-	}{dir, addr, rate, burst})
+		NoDelay     bool
+	}{dir, addr, rate, burst, nodelay})
 }

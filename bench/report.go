@@ -15,6 +15,7 @@ const (
 	checkClient        = "polite"
 	minUtilization     = 0.7
 	maxRejected        = 0.05
+	oracleMargin       = 0.1 // below the oracle of the same run, where that is under minUtilization
 	tableNoteMaxLength = 80
 )
 
@@ -22,21 +23,25 @@ const (
 // run's parameters.
 func writeTable(w io.Writer, results []result, cfg runConfig) {
 	fmt.Fprintf(w, "%v per run, %d workers, L = %g requests/s\n\n", cfg.duration, cfg.workers, cfg.limit)
-	rows := [][]string{{"server", "client", "utilization", "rejected", "attempts/call", "p50", "p99", "calls", "failed", "note"}}
+	rows := [][]string{{"server", "client", "utilization", "rejected", "attempts/call", "p50", "p99", "p99 ok", "calls", "failed", "local/s", "timed out", "note"}}
+	blank := func(r result, why string) []string {
+		return []string{r.Server, r.Client, "", "", "", "", "", "", "", "", "", "", note(why)}
+	}
 	for _, r := range results {
 		switch {
 		case r.Skipped != "":
-			rows = append(rows, []string{r.Server, r.Client, "", "", "", "", "", "", "", note("skipped: " + r.Skipped)})
+			rows = append(rows, blank(r, "skipped: "+r.Skipped))
 		case r.Err != "":
-			rows = append(rows, []string{r.Server, r.Client, "", "", "", "", "", "", "", note("error: " + r.Err)})
+			rows = append(rows, blank(r, "error: "+r.Err))
 		default:
 			rows = append(rows, []string{
 				r.Server, r.Client,
 				fmt.Sprintf("%.2f", r.Utilization),
 				percent(r.Rejected),
 				fmt.Sprintf("%.2f", r.AttemptsPerCall),
-				formatDuration(r.P50), formatDuration(r.P99),
-				strconv.Itoa(r.Calls), strconv.Itoa(r.Failed), "",
+				formatDuration(r.P50), formatDuration(r.P99), formatDuration(r.P99OK),
+				strconv.Itoa(r.Calls), strconv.Itoa(r.Failed),
+				perSecondCell(r.LocalPerSecond), strconv.Itoa(r.TimedOut), "",
 			})
 		}
 	}
@@ -52,7 +57,7 @@ func writeTable(w io.Writer, results []result, cfg runConfig) {
 			rule := make([]string, len(row))
 			for j, n := range widths {
 				rule[j] = strings.Repeat("-", n)
-				if j >= 2 && j <= 8 {
+				if j >= 2 && j <= 11 {
 					rule[j] = rule[j][:n-1] + ":" // numbers align right
 				}
 			}
@@ -67,7 +72,7 @@ func writeRow(w io.Writer, row []string, widths []int) {
 	b.WriteString("|")
 	for i, cell := range row {
 		pad := strings.Repeat(" ", widths[i]-len([]rune(cell)))
-		if i >= 2 && i <= 8 {
+		if i >= 2 && i <= 11 {
 			b.WriteString(" " + pad + cell + " |")
 		} else {
 			b.WriteString(" " + cell + pad + " |")
@@ -91,6 +96,21 @@ func percent(f float64) string {
 		return "<0.1%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// perSecondCell formats a rate of calls per second for the table: 0 as
+// "0", a rate under 0.1 with two significant digits.
+func perSecondCell(f float64) string {
+	switch {
+	case f == 0:
+		return "0"
+	case f < 0.1:
+		return fmt.Sprintf("%.2g", f)
+	case f < 100:
+		return fmt.Sprintf("%.1f", f)
+	default:
+		return fmt.Sprintf("%.0f", f)
+	}
 }
 
 // formatDuration formats d with three significant digits or so.
@@ -125,21 +145,50 @@ func writeJSON(path string, results []result, cfg runConfig) error {
 }
 
 // failures returns a line for each polite row that fails -check: a run
-// that failed, utilization below minUtilization or rejected above
-// maxRejected. Skipped rows pass.
-func failures(results []result) []string {
+// that failed, utilization below minUtilization (or below the oracle's
+// in the same run less oracleMargin, if that is less), rejected above
+// maxRejected, or, on a server in steady (whose limit neither changes nor
+// goes down), any call failed locally: with 16 callers and 10-s deadlines,
+// any rate above 1.6 a second needs no refusal. Skipped rows pass.
+func failures(results []result, steady map[string]bool) []string {
+	oracle := map[string]float64{} // the oracle's utilization, by server, where it ran
+	for _, r := range results {
+		if r.Client == "oracle" && r.Skipped == "" && r.Err == "" {
+			oracle[r.Server] = r.Utilization
+		}
+	}
 	var bad []string
 	for _, r := range results {
 		if r.Client != checkClient || r.Skipped != "" {
 			continue
 		}
+		least := minUtilization
+		if u, ok := oracle[r.Server]; ok {
+			// A server that refuses even the oracle (one with no burst,
+			// against requests that arrive with jitter) asks less.
+			least = min(least, u-oracleMargin)
+		}
 		switch {
 		case r.Err != "":
 			bad = append(bad, fmt.Sprintf("%s × %s: run failed: %s", r.Server, r.Client, r.Err))
-		case r.Utilization < minUtilization || r.Rejected > maxRejected:
+		case r.Utilization < least || r.Rejected > maxRejected:
 			bad = append(bad, fmt.Sprintf("%s × %s: utilization %.2f (min %.2f), rejected %s (max %s)",
-				r.Server, r.Client, r.Utilization, minUtilization, percent(r.Rejected), percent(maxRejected)))
+				r.Server, r.Client, r.Utilization, least, percent(r.Rejected), percent(maxRejected)))
+		case steady[r.Server] && r.Local > 0:
+			bad = append(bad, fmt.Sprintf("%s × %s: %d calls failed locally (max 0 on a steady server)",
+				r.Server, r.Client, r.Local))
 		}
 	}
 	return bad
+}
+
+// steadyServers returns the names of the servers of srvs whose limit is
+// the same for the whole run and that never go down.
+func steadyServers(srvs []server, limit float64) map[string]bool {
+	steady := map[string]bool{}
+	for _, s := range srvs {
+		p := s.profile(limit)
+		steady[s.name] = !p.outage && p.rates[0] == p.rates[1] && p.rates[1] == p.rates[2]
+	}
+	return steady
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite"
 )
 
 // drainGrace bounds how long the workers may take to return once the run
@@ -19,14 +21,20 @@ type runConfig struct {
 	limit    float64       // L, requests per second
 	duration time.Duration // length of each run
 	workers  int           // closed-loop workers, each calling GET in a loop
+	deadline time.Duration // each call's deadline, as its caller sets it; none if 0
 	fleet    int           // the processes of a fleet client
 	redis    string        // the Redis of the fleet clients
+	trace    bool          // print every attempt of the polite client, with its key's status
+	share    float64       // the part of the limit the oracle paces at (1: all of it)
 }
 
 // workerStats is what one worker saw of its completed calls.
 type workerStats struct {
 	durations []time.Duration // of every call completed before the run's end
-	failed    int             // of those, calls that ended in an error or a non-2xx
+	ok        []time.Duration // of those that ended in a 2xx
+	failed    int             // calls that ended in an error or a non-2xx
+	local     int             // of those, calls the client failed without the server's answer (see isLocal)
+	timedOut  int             // of those, calls that ran into their deadline
 }
 
 // run runs one client against a fresh instance of one server for
@@ -45,8 +53,8 @@ func run(s server, c client, cfg runConfig) (result, error) {
 			closers[i]()
 		}
 	}()
-	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration,
-		fleet: cfg.fleet, redis: cfg.redis, cleanup: func(f func()) { closers = append(closers, f) }})
+	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration, trace: cfg.trace,
+		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, cleanup: func(f func()) { closers = append(closers, f) }})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -56,7 +64,7 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	stats := make([]workerStats, cfg.workers)
 	var wg sync.WaitGroup
 	for i := range stats {
-		wg.Go(func() { stats[i] = work(ctx, hc, inst.url, end) })
+		wg.Go(func() { stats[i] = work(ctx, hc, inst.url, end, cfg.deadline) })
 	}
 	done := make(chan struct{})
 	go func() {
@@ -86,12 +94,17 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	return summarize(s.name, c.name, prof, inst.origin, cfg.duration, arrivals, stats), nil
 }
 
-// work calls GET url with hc in a loop until ctx is cancelled, and returns
-// what it saw of the calls that completed before end.
-func work(ctx context.Context, hc *http.Client, url string, end time.Time) workerStats {
+// work calls GET url with hc in a loop until ctx is cancelled, each call
+// with a deadline of its own (none if deadline is 0), and returns what it
+// saw of the calls that completed before end.
+func work(ctx context.Context, hc *http.Client, url string, end time.Time, deadline time.Duration) workerStats {
 	var s workerStats
 	for ctx.Err() == nil {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		callCtx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline > 0 {
+			callCtx, cancel = context.WithTimeout(ctx, deadline)
+		}
+		req, err := http.NewRequestWithContext(callCtx, http.MethodGet, url, nil)
 		if err != nil {
 			panic(err) // the URL is the bench's own
 		}
@@ -104,13 +117,35 @@ func work(ctx context.Context, hc *http.Client, url string, end time.Time) worke
 			ok = resp.StatusCode/100 == 2
 		}
 		finished := time.Now()
+		cancel()
 		if !finished.Before(end) {
 			break
 		}
-		s.durations = append(s.durations, finished.Sub(began))
-		if !ok {
+		took := finished.Sub(began)
+		s.durations = append(s.durations, took)
+		switch {
+		case ok:
+			s.ok = append(s.ok, took)
+		default:
 			s.failed++
+			if isLocal(err) {
+				s.local++
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				s.timedOut++
+			}
 		}
 	}
 	return s
+}
+
+// isLocal reports whether a call's error is one its client returned
+// without an answer from the server to it: polite's refusal of a wait
+// (*polite.ThrottledError), its empty retry budget, a robots.txt that
+// keeps a host off limits, and the oracle's refusal of a wait that would
+// pass the deadline.
+func isLocal(err error) bool {
+	var throttled *polite.ThrottledError
+	return errors.As(err, &throttled) || errors.Is(err, polite.ErrRetryBudgetExhausted) ||
+		errors.Is(err, polite.ErrRobotsUnreachable) || errors.Is(err, errOracleRefused)
 }

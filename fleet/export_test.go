@@ -12,3 +12,17 @@ func RedisKey(ns, key, suffix string) string {
 	}
 	return f.keys(key)[2]
 }
+
+// RoundTrips returns the round trips f made to Redis and the script calls
+// they carried.
+func RoundTrips(f *Fleet) (trips, calls int64) {
+	return f.batch.trips.Load(), f.batch.calls.Load()
+}
+
+// CostsTold reports whether f has told Redis every adjustment of its cost
+// buckets it was given, none pending or being told.
+func CostsTold(f *Fleet) bool {
+	f.costs.mu.Lock()
+	defer f.costs.mu.Unlock()
+	return !f.costs.flushing && len(f.costs.pending) == 0
+}

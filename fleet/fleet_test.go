@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		fleetChild() // a process of a multi-process run, not a test
 		os.Exit(0)
 	}
+	if os.Getenv("POLITE_MANYKEYS_CHILD") == "1" {
+		manyKeysChild() // a process of a many-key run, not a test
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -58,8 +62,10 @@ func TestReserveSpacesSends(t *testing.T) {
 	assert.Less(t, at[0], 5*time.Millisecond, "the first at once")
 	for k := 1; k < len(at); k++ {
 		// 10ms apart on Redis's clock; read on this one, each booking
-		// carries the jitter of its round trip.
-		assert.InDelta(t, 10*float64(time.Millisecond), float64(at[k]-at[k-1]), 4*float64(time.Millisecond), "booking %d", k)
+		// carries the jitter of its round trip, and two of them the
+		// difference (4.4 ms seen in CI, under -race beside the other
+		// packages' tests).
+		assert.InDelta(t, 10*float64(time.Millisecond), float64(at[k]-at[k-1]), 6*float64(time.Millisecond), "booking %d", k)
 	}
 }
 
@@ -81,7 +87,11 @@ func TestReserveAgreesWithRedisRate(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, res.Allowed == 1, g.Granted, "rate %v burst %d, call %d", lim.perSecond, lim.burst, i)
 			if !g.Granted {
-				assert.InDelta(t, res.RetryAfter.Seconds(), g.Wait.Seconds(), 0.005, "the wait, call %d", i)
+				// The oracle answers a moment after ours, on the same clock:
+				// its wait is shorter by the time between the two calls
+				// (8.5 ms seen in CI, under -race beside the other
+				// packages' tests).
+				assert.InDelta(t, res.RetryAfter.Seconds(), g.Wait.Seconds(), 0.02, "the wait, call %d", i)
 			}
 		}
 		key += "x"

@@ -58,7 +58,7 @@ func WithLease(d time.Duration) Option {
 // 128 ms of the rate), each booked in the GCRA, so that the fleet keeps
 // to its rate; a lease a process does not spend in time is lost.
 func (f *Fleet) leaseSize(r polite.FleetRequest) int {
-	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || math.IsInf(r.PerSecond, 1) {
+	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || len(r.Costs) > 0 || math.IsInf(r.PerSecond, 1) {
 		return 1
 	}
 	members := f.Size()

@@ -30,15 +30,41 @@ type redisServer struct {
 // they fail, never skip (CI installs it).
 func startRedis(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "the fleet tests need redis-server on the PATH (apt-get install redis-server)")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
+	return startRedisOn(t, port, extra...)
+}
+
+// startRedisOn is startRedis on port.
+func startRedisOn(t testing.TB, port int, extra ...string) *redisServer {
+	t.Helper()
+	return startRedisWith(t, port, "", extra...)
+}
+
+// startRedisConf starts a redis-server for t from the configuration file
+// conf (which a sentinel rewrites), on a free port.
+func startRedisConf(t testing.TB, conf string, extra ...string) *redisServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return startRedisWith(t, port, conf, extra...)
+}
+
+// startRedisWith starts a redis-server for t on port, from conf if set.
+func startRedisWith(t testing.TB, port int, conf string, extra ...string) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "the fleet tests need redis-server on the PATH (apt-get install redis-server)")
 	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)
+	if conf != "" {
+		s.args = []string{conf}
+	}
+	s.args = append(append(s.args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir()), extra...)
 	s.cmd = exec.Command(bin, s.args...)
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() { s.stop() })

@@ -23,14 +23,26 @@ import "github.com/redis/go-redis/v9"
 // longest wait accepted in µs (-1: any), the member, how long a member
 // counts as live in µs, how long the state outlives its last use in µs,
 // the sends to book (a lease; 1 with a window), whether the shared
-// controller paces (1 or 0), and the successes to count for it. It
-// replies {granted (1 or 0), wait µs, pause left µs, live members, the
-// controller's generation, the interval used in µs}.
+// controller paces (1 or 0), the successes to count for it, and the
+// earliest the first send may go, from now, in µs (0: at once); then the
+// number of units the send costs something in besides a request, and for
+// each its name, the amount, the µs a unit takes to refill and the
+// quota's limit (see costArgs). It replies {granted (1 or 0), wait µs,
+// pause left µs, live members, the controller's generation, the interval
+// used in µs}.
 //
 // The first send's instant is the latest of: now, the GCRA's slot (TAT −
 // (burst−1)·interval), the pause's end, and, with a window, the n-th
 // newest booking plus the window's length (bookings are monotonic, so
-// only that window need be checked). A lease of k sends books k
+// only that window need be checked); and, for each unit the send costs
+// something in, the instant that unit's bucket holds the amount: each
+// unit is a GCRA of its own (field c.<unit>, its TAT), whose capacity is
+// the quota's limit, so that a cost taken is the TAT moved on by the
+// amount's refill time and one booked when the bucket is short waits for
+// the bookings ahead of it, across the fleet, first come first served. A
+// send is booked in every unit or none. A unit's refill time is kept
+// (field e.<unit>): when the quota's rate changes (a window learnt), what
+// the bucket lacks, in units, stays what it was. A lease of k sends books k
 // consecutive slots of the GCRA, one interval apart from the first: each
 // conforms as a send booked alone would, so that a lease spent at its
 // spacing keeps the fleet within the GCRA. A wait over the longest
@@ -44,7 +56,21 @@ local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
 local adaptive, accepted = tonumber(ARGV[10]), tonumber(ARGV[11])
+local notbefore = tonumber(ARGV[12]) or 0
 local f = function(x) return string.format('%.0f', x) end
+local costs = {}
+for i = 1, (tonumber(ARGV[13]) or 0) do
+  local b = 13 + (i - 1) * 4
+  local c = {field = 'c.' .. ARGV[b + 1], amount = tonumber(ARGV[b + 2]), ei = tonumber(ARGV[b + 3]), cap = tonumber(ARGV[b + 4])}
+  local st = redis.call('HMGET', KEYS[1], c.field, 'e.' .. ARGV[b + 1])
+  c.tat = tonumber(st[1]) or now
+  if c.tat < now then c.tat = now end
+  -- The quota's rate changed (a window learnt): what the bucket lacks, in
+  -- units, stays what it was.
+  local was = tonumber(st[2])
+  if was and was > 0 and was ~= c.ei then c.tat = now + (c.tat - now) * c.ei / was end
+  costs[i] = c
+end
 
 redis.call('ZADD', KEYS[3], f(now), member)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
@@ -110,6 +136,11 @@ end
 local slot = now
 if ei > 0 and tat - (burst - 1) * ei > slot then slot = tat - (burst - 1) * ei end
 if pause > slot then slot = pause end
+if notbefore > 0 and now + notbefore > slot then slot = now + notbefore end
+for _, c in ipairs(costs) do
+  local at = c.tat + (c.amount - c.cap) * c.ei
+  if at > slot then slot = at end
+end
 if n > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', f(now - per))
   local c = redis.call('ZCARD', KEYS[2])
@@ -137,13 +168,19 @@ if ei > 0 then
   keep = tat
 end
 if pause > keep then keep = pause end
+for _, c in ipairs(costs) do
+  if slot > c.tat then c.tat = slot end
+  c.tat = c.tat + c.amount * c.ei
+  redis.call('HSET', KEYS[1], c.field, f(c.tat), 'e.' .. string.sub(c.field, 3), string.format('%.17g', c.ei))
+  if c.tat > keep then keep = c.tat end
+end
 if n > 0 then
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
   redis.call('ZADD', KEYS[2], f(slot), member .. ':' .. seq)
   redis.call('PEXPIRE', KEYS[2], math.ceil((slot - now + per) / 1000) + 1000)
   if slot > keep then keep = slot end
 end
-if ei > 0 or n > 0 or pause > 0 or adaptive == 1 then
+if ei > 0 or n > 0 or pause > 0 or adaptive == 1 or #costs > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
 end
 return {1, slot - now, paused, members, gen, ei}
@@ -239,4 +276,41 @@ redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 
   'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}
+`)
+
+// adjustScript tells a key's cost buckets (see reserveScript) what the
+// sends booked before gave back, and the most each can hold now. ARGV:
+// how long the state outlives its last use in µs, the number of units,
+// and for each its name, what was given back (below 0: taken), the µs a
+// unit takes to refill, the quota's limit, and the most the bucket can
+// hold now (-1: no bound; else at least 0). A bucket never holds more than
+// its limit: what is given back to a full one is lost, as a server's
+// refund to a full bucket is. It replies the number of units adjusted.
+var adjustScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local grace = tonumber(ARGV[1])
+local f = function(x) return string.format('%.0f', x) end
+local keep = now
+local m = tonumber(ARGV[2]) or 0
+for i = 1, m do
+  local b = 2 + (i - 1) * 5
+  local field, give, ei, cap, most = 'c.' .. ARGV[b + 1], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+  local st = redis.call('HMGET', KEYS[1], field, 'e.' .. ARGV[b + 1])
+  local tat = tonumber(st[1]) or now
+  if tat < now then tat = now end
+  local was = tonumber(st[2])
+  if was and was > 0 and was ~= ei then tat = now + (tat - now) * ei / was end
+  tat = tat - give * ei
+  if tat < now then tat = now end
+  if most >= 0 and most < cap and tat < now + (cap - most) * ei then tat = now + (cap - most) * ei end
+  redis.call('HSET', KEYS[1], field, f(tat), 'e.' .. ARGV[b + 1], string.format('%.17g', ei))
+  if tat > keep then keep = tat end
+end
+if m > 0 then
+  local ttl = redis.call('PTTL', KEYS[1])
+  local want = math.ceil((keep - now + grace) / 1000)
+  if ttl < want then redis.call('PEXPIRE', KEYS[1], want) end
+end
+return m
 `)

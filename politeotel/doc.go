@@ -25,9 +25,9 @@
 //	polite.client.throttles       counter    {response}    each throttle: polite.throttle (429, 503, quota)
 //	polite.client.refusals        counter    {request}     each call refused before it was sent: error.type
 //	                                                       (throttled, retry_budget_exhausted,
-//	                                                       robots_unreachable)
+//	                                                       robots_unreachable, too_large)
 //	polite.client.wait.duration   histogram  s             each wait: polite.wait (rate, pause, quota,
-//	                                                       slot, crawl_delay, backoff)
+//	                                                       slot, crawl_delay, backoff, cost)
 //	polite.client.rate            gauge      {request}/s   per key: the rate its requests are paced at
 //	polite.client.limit           gauge      {request}/s   per key: the server's limit, stated or estimated
 //	polite.client.retry_budget    gauge      {token}       tokens left in the retry budgets

@@ -86,6 +86,7 @@ const (
 	opCongest
 	opPause
 	opBudget
+	opAdjust
 	opOther
 	// polite.wait: the wait causes follow, from waitBase + cause
 	waitBase
@@ -115,6 +116,8 @@ func (l label) String() string {
 		return "pause"
 	case opBudget:
 		return "budget"
+	case opAdjust:
+		return "adjust"
 	case opOther:
 		return "_OTHER"
 	}
@@ -143,6 +146,8 @@ func opLabel(op string) label {
 		return opPause
 	case "budget":
 		return opBudget
+	case "adjust":
+		return opAdjust
 	}
 	return opOther
 }
@@ -166,6 +171,7 @@ const (
 	errBreakerOpen
 	errRedis
 	errOverloaded
+	errTooLarge
 	errOther
 )
 
@@ -177,6 +183,8 @@ func (k errKind) String() string {
 		return "retry_budget_exhausted"
 	case errRobots:
 		return "robots_unreachable"
+	case errTooLarge:
+		return "too_large"
 	case errCanceled:
 		return "canceled"
 	case errDeadline:
@@ -217,6 +225,8 @@ func errorType(err error) errKind {
 		return errBudget
 	case errors.Is(err, polite.ErrRobotsUnreachable):
 		return errRobots
+	case errors.Is(err, polite.ErrTooLarge):
+		return errTooLarge
 	case errors.Is(err, context.Canceled):
 		return errCanceled
 	case errors.Is(err, context.DeadlineExceeded):

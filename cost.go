@@ -1,0 +1,244 @@
+package polite
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"time"
+)
+
+// Cost is what a request spends of the quotas a server counts in units
+// other than requests: an LLM API's tokens (OpenAI's and Azure's tokens a
+// minute, Anthropic's input and output tokens a minute), a GraphQL API's
+// points (GitHub's points an hour, Shopify's cost), bytes. The zero Cost
+// spends nothing; negative, NaN and infinite fields count as 0.
+//
+// Every request also counts one against the key's request quotas, as
+// without a Cost.
+type Cost struct {
+	Tokens       float64 // unit "tokens"
+	InputTokens  float64 // unit "input-tokens"
+	OutputTokens float64 // unit "output-tokens"
+	Points       float64 // unit "points"
+	Bytes        float64 // unit "content-bytes"
+}
+
+// The units of a [Cost], as [Quota.Unit] names them.
+const (
+	UnitTokens       = "tokens"
+	UnitInputTokens  = "input-tokens"
+	UnitOutputTokens = "output-tokens"
+	UnitPoints       = "points"
+	UnitBytes        = "content-bytes"
+)
+
+// IsZero reports whether c spends nothing.
+func (c Cost) IsZero() bool { return costOf(c).zero() }
+
+// Of returns what c spends of unit (one of the Unit constants); 0 for a
+// unit c does not count in.
+func (c Cost) Of(unit string) float64 {
+	u, ok := unitNamed(unit)
+	if !ok {
+		return 0
+	}
+	return costOf(c)[u]
+}
+
+// An Estimator tells what a request will cost before it is sent, as the
+// server will charge it on admission (for an LLM API: the prompt and the
+// most it may generate, max_tokens), so that the request waits until every
+// quota it counts against holds its cost.
+//
+// body is the request's body, read through [http.Request.GetBody] (at most
+// [MaxEstimateBody] bytes; nil when the request has no body or no GetBody,
+// or the body is larger). The Estimator must not modify req or body, and
+// must be safe for concurrent use.
+//
+// scope, if not empty, is added to the request's key ("api.openai.com"
+// becomes "api.openai.com|gpt-4.1"): LLM APIs count their quotas per model.
+// An error fails the call unsent, wrapped in an error that says so.
+type Estimator func(req *http.Request, body []byte) (cost Cost, scope string, err error)
+
+// MaxEstimateBody is the most of a request's body an [Estimator] is given:
+// enough for the largest prompts LLM APIs take (a million tokens, about 4
+// MB), and for one larger than the server's limit to be told, unsent.
+const MaxEstimateBody = 8 << 20
+
+// WithCost makes each request wait, besides its turn as a request, until
+// every quota of its key that counts in the units of its cost holds that
+// cost (see [Cost]): est tells the cost before the request is sent, unless
+// the caller stated it ([ContextWithCost]). A key holds one bucket for
+// each unit whose limit it knows: stated by the server's headers
+// (OpenAI's, Anthropic's and every dialect [ParseSignals] reads, from the
+// first response), by a [UsageReader] (a body that states its quota), or
+// configured with [WithQuota]. A unit whose limit is not known yet does
+// not hold the request.
+//
+// Requests take their costs first come first served: the first waiting
+// request goes as soon as every bucket holds its cost, and the requests
+// behind it wait for it, so that a large request is never passed over by
+// small ones. A request whose cost in some unit is larger than the server's
+// whole limit fails at once with a [*CostError], unsent, as no wait would
+// help it; one whose wait at the quota's rate would pass its deadline, with
+// a [*ThrottledError].
+//
+// After the response, each bucket is set to what the server says is left
+// (less the costs of the requests it had not counted yet), and the cost
+// is settled to what the request actually cost: read from the response
+// body by [WithUsage], or told by [Settle]. A throttled attempt gives its
+// cost back (the server did not admit it); a retry takes its cost again.
+//
+// Default: none; requests cost one request each. A nil est restores the
+// default (a cost stated on the context still applies).
+func WithCost(est Estimator) Option {
+	return func(c *config) { c.estimate = est }
+}
+
+// costKey is the context key of a cost stated by the caller.
+type costKey struct{}
+
+// ContextWithCost returns a copy of ctx that states the cost of the request
+// it goes with: it wins over the [Estimator] of [WithCost], and applies
+// without one. A caller that knows the cost (a batch of known size, a
+// query whose cost it computed) states it so.
+func ContextWithCost(ctx context.Context, c Cost) context.Context {
+	return context.WithValue(ctx, costKey{}, c)
+}
+
+// Usage is what a response body says a request actually cost, and of the
+// quotas the server keeps for it.
+type Usage struct {
+	// Cost is what the request cost, as the server billed it: it replaces
+	// the estimate in every unit (a unit left 0 cost nothing).
+	Cost Cost
+	// Quotas are the quotas the body states (Shopify's throttleStatus),
+	// taken as a response's headers are.
+	Quotas []Quota
+}
+
+// A UsageReader reads what a request cost from the end of its response's
+// body: tail holds the body's last bytes (at most [MaxUsageTail]), as the
+// caller read them. The usage of a JSON answer and of a stream of
+// server-sent events is at its end. It reports false when tail says nothing
+// of the cost: the estimate then stands. It must be safe for concurrent
+// use and must not keep tail.
+type UsageReader func(resp *http.Response, tail []byte) (Usage, bool)
+
+// MaxUsageTail is the most of a response body's end a [UsageReader] is
+// given.
+const MaxUsageTail = 64 << 10
+
+// WithUsage settles the cost of each request that had one (see [WithCost])
+// from its response: read is called with the end of the body once the
+// caller has read it to the end or closed it. A request that cost less than
+// its estimate gives the rest back to its key's buckets at once, as the
+// server does (an LLM API gives back the tokens of max_tokens not
+// generated); one that cost more takes the difference.
+//
+// Default: none; a request's estimate stands until the server's headers
+// correct it. A nil read restores the default.
+func WithUsage(read UsageReader) Option {
+	return func(c *config) { c.usage = read }
+}
+
+// Settle settles the cost of the request resp answers to actual, the
+// request's usage as the caller read it (an SDK's typed usage), as a
+// [UsageReader] would. It reports whether it did: resp must be the
+// response polite returned, with the Body it had (an SDK may hand it over
+// read), and not settled yet. A response settled by Settle is not read by
+// the [UsageReader].
+func Settle(resp *http.Response, actual Cost) bool {
+	if resp == nil {
+		return false
+	}
+	b, ok := resp.Body.(*costBody)
+	return ok && b.settle(costOf(actual), true)
+}
+
+// WithQuota states a quota the server keeps in unit (one of the Unit
+// constants): limit units every per, refilled continuously, for each key,
+// until the server states its own. Use it where the server states no
+// limit in its headers (Azure OpenAI states only what is left), or to be
+// held to it from the first request.
+//
+// Default: none. A unit polite does not count in, a limit that is not a
+// positive number, or a per <= 0 is ignored.
+func WithQuota(unit string, limit float64, per time.Duration) Option {
+	return func(c *config) {
+		u, ok := unitNamed(unit)
+		if !ok || !(limit > 0) || math.IsInf(limit, 1) || per <= 0 {
+			return
+		}
+		c.quotas[u] = configuredQuota{limit: limit, per: per}
+	}
+}
+
+// configuredQuota is a quota WithQuota states.
+type configuredQuota struct {
+	limit float64
+	per   time.Duration
+}
+
+// unit is one of the units a Cost counts in, as an index.
+type unit int8
+
+const (
+	unitTokens unit = iota
+	unitInputTokens
+	unitOutputTokens
+	unitPoints
+	unitBytes
+	numUnits
+)
+
+// String returns the unit's name, as Quota.Unit has it.
+func (u unit) String() string {
+	switch u {
+	case unitTokens:
+		return UnitTokens
+	case unitInputTokens:
+		return UnitInputTokens
+	case unitOutputTokens:
+		return UnitOutputTokens
+	case unitPoints:
+		return UnitPoints
+	case unitBytes:
+		return UnitBytes
+	}
+	return ""
+}
+
+// unitNamed returns the unit named name, and false if a Cost does not count
+// in it (requests, or a unit polite does not know).
+func unitNamed(name string) (unit, bool) {
+	for u := range numUnits {
+		if u.String() == name {
+			return u, true
+		}
+	}
+	return 0, false
+}
+
+// costVec is a Cost as an array, one figure a unit.
+type costVec [numUnits]float64
+
+// costOf returns c as a costVec, each figure made valid: at least 0, and
+// finite.
+func costOf(c Cost) costVec {
+	v := costVec{c.Tokens, c.InputTokens, c.OutputTokens, c.Points, c.Bytes}
+	for u, x := range v {
+		if !(x > 0) || math.IsInf(x, 1) {
+			v[u] = 0
+		}
+	}
+	return v
+}
+
+// zero reports whether v spends nothing.
+func (v costVec) zero() bool { return v == costVec{} }
+
+// cost returns v as a Cost.
+func (v costVec) cost() Cost {
+	return Cost{Tokens: v[unitTokens], InputTokens: v[unitInputTokens], OutputTokens: v[unitOutputTokens], Points: v[unitPoints], Bytes: v[unitBytes]}
+}

@@ -1,0 +1,493 @@
+package polite
+
+import (
+	"container/list"
+	"math"
+	"sync"
+	"time"
+)
+
+// defaultCostWindow is how long a quota counted in a unit other than
+// requests is taken to refill its limit over, until the server says or its
+// answers show: LLM APIs count their tokens a minute.
+const defaultCostWindow = time.Minute
+
+// costSnap is how far a reading of a window may be from the window learnt
+// before it replaces it.
+const costSnap = 0.15
+
+// costState is what a key knows of the quotas its server keeps in units
+// other than requests: one bucket a unit, the requests waiting for their
+// costs, and a ledger of what the key's requests took and gave back lately.
+//
+// A request takes its cost from every bucket at once, when every bucket
+// holds it: the first waiting request first, the others behind it. The
+// buckets follow the server: each response sets them to what the server
+// says is left, plus what the ledger shows was taken or given back since
+// the server counted (the requests sent after the one answered, and the
+// settlements since), and refills them at the server's rate.
+type costState struct {
+	mu      sync.Mutex
+	units   [numUnits]costBucket
+	queue   list.List // of *costWaiter, in arrival order
+	ledger  costLedger
+	heard   bool // a response came back: the quotas it states are known
+	probing bool // a request whose cost counts in a unit of unknown limit is out, before any response came back
+}
+
+// costBucket is the bucket of one unit.
+type costBucket struct {
+	limit    float64       // the server's limit, the bucket's capacity; 0 if unknown: the unit holds no request
+	known    bool          // limit was stated, by the server or WithQuota, rather than guessed
+	per      time.Duration // the bucket refills limit every per; 0: defaultCostWindow
+	learnt   bool          // per was stated by the server or learnt from its answers
+	windowed bool          // the quota renews whole at resetAt, rather than refilling
+	level    float64       // what the bucket holds, as of at; below 0: owed
+	at       time.Time
+	resetAt  time.Time // when a windowed quota renews; zero if not known
+}
+
+// costWaiter is a request waiting for its cost.
+type costWaiter struct {
+	wake chan struct{}
+	cost costVec
+}
+
+// costHold is the cost an attempt took, until it is settled or given back.
+type costHold struct {
+	cs      *costState
+	cost    costVec
+	mark    costMark // when it was taken, just before the attempt was sent
+	settled bool     // guarded by cs.mu
+	probe   bool     // the key's first contact: the others wait for its answer; guarded by cs.mu
+	fleet   Fleet    // the fleet that booked it with its send, if one did
+	key     string   // the key, in that fleet
+}
+
+// newCostState returns a key's cost state, its buckets as cfg's WithQuota
+// options state them, full at now.
+func newCostState(cfg *config, now time.Time) *costState {
+	cs := &costState{}
+	for u, q := range cfg.quotas {
+		if q.limit > 0 {
+			cs.units[u] = costBucket{limit: q.limit, known: true, per: q.per, level: q.limit, at: now}
+		}
+	}
+	return cs
+}
+
+// rate returns how many units a second b refills; 0 for a windowed quota
+// or an unknown limit.
+func (b *costBucket) rate() float64 {
+	if b.limit <= 0 || b.windowed {
+		return 0
+	}
+	return b.limit / b.window().Seconds()
+}
+
+// refill brings b's level up to now.
+func (b *costBucket) refill(now time.Time) {
+	switch {
+	case b.limit <= 0 || !now.After(b.at):
+		return
+	case b.windowed:
+		if !b.resetAt.IsZero() && !now.Before(b.resetAt) {
+			b.level, b.resetAt = math.Max(b.level, b.limit), time.Time{}
+		}
+	default:
+		b.level = math.Min(b.limit, b.level+b.rate()*now.Sub(b.at).Seconds())
+	}
+	b.at = now
+}
+
+// wait returns how long, from b's level at now, until b holds need; -1 if
+// that cannot be told (a windowed quota whose renewal is unknown).
+func (b *costBucket) wait(now time.Time, need float64) time.Duration {
+	switch {
+	case b.limit <= 0 || b.level >= need:
+		return 0
+	case b.windowed:
+		if b.resetAt.IsZero() {
+			return -1
+		}
+		return b.resetAt.Sub(now)
+	}
+	return secondsDuration((need - b.level) / b.rate())
+}
+
+// tooLarge returns the first unit in which cost is larger than the
+// limit the server (or WithQuota) stated, and false if none.
+func (cs *costState) tooLarge(cost costVec) (unit, float64, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.tooLargeLocked(cost)
+}
+
+// tooLargeLocked is tooLarge with cs.mu held.
+func (cs *costState) tooLargeLocked(cost costVec) (unit, float64, bool) {
+	for u, b := range cs.units {
+		if b.known && cost[u] > b.limit {
+			return unit(u), b.limit, true
+		}
+	}
+	return 0, 0, false
+}
+
+// fitsLocked reports whether every bucket holds cost, at now (refilled).
+// It requires cs.mu held.
+func (cs *costState) fitsLocked(now time.Time, cost costVec) bool {
+	for u := range cs.units {
+		b := &cs.units[u]
+		if cost[u] > 0 && b.limit > 0 {
+			b.refill(now)
+			if b.level < cost[u] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// takeLocked takes cost from every bucket at now and returns the hold.
+// It requires cs.mu held.
+func (cs *costState) takeLocked(now time.Time, cost costVec) *costHold {
+	for u := range cs.units {
+		cs.units[u].level -= cost[u]
+	}
+	cs.recordLocked(now, negated(cost))
+	h := &costHold{cs: cs, cost: cost, mark: costMark{at: now, seq: cs.ledger.seq}}
+	if cs.unknownLocked(cost) {
+		// The first contact: the key's server has not said its quotas yet,
+		// and the requests after this one wait for its answer (see
+		// heldLocked).
+		h.probe, cs.probing = true, true
+	}
+	return h
+}
+
+// unknownLocked reports whether cost counts in a unit whose limit is not
+// known, before any response came back. It requires cs.mu held.
+func (cs *costState) unknownLocked(cost costVec) bool {
+	if cs.heard {
+		return false
+	}
+	for u := range cs.units {
+		if cost[u] > 0 && cs.units[u].limit <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// heldLocked reports whether a request of cost must wait for the answer to
+// the key's first contact: one request goes while the server has said
+// nothing of the quotas it counts in, so that none larger than the
+// server's limit is sent, nor a crowd of them at once. It requires cs.mu
+// held.
+func (cs *costState) heldLocked(cost costVec) bool {
+	return cs.probing && cs.unknownLocked(cost)
+}
+
+// hear records that a response came back to h's request (nil: to a
+// request that took no cost), which tells the quotas it states: the
+// requests held for the first contact go on.
+func (cs *costState) hear(h *costHold) {
+	cs.mu.Lock()
+	cs.heard = true
+	cs.endProbeLocked(h)
+	cs.mu.Unlock()
+}
+
+// endProbeLocked ends the first contact if h was it (h may be nil), and
+// wakes the first waiting request. It requires cs.mu held.
+func (cs *costState) endProbeLocked(h *costHold) {
+	if h != nil && h.probe {
+		h.probe, cs.probing = false, false
+	}
+	cs.wakeHeadLocked()
+}
+
+// unprobe ends the first contact if h was it and no answer came (an
+// error): another request makes it.
+func (cs *costState) unprobe(h *costHold) {
+	cs.mu.Lock()
+	cs.endProbeLocked(h)
+	cs.mu.Unlock()
+}
+
+// queuedLocked returns the costs of the requests queued, and cost.
+// It requires cs.mu held.
+func (cs *costState) queuedLocked(cost costVec) costVec {
+	for e := cs.queue.Front(); e != nil; e = e.Next() {
+		ahead := e.Value.(*costWaiter).cost
+		for u := range cost {
+			cost[u] += ahead[u]
+		}
+	}
+	return cost
+}
+
+// waitLocked returns how long, at the buckets' rates, until every bucket
+// holds need, at now: the longest of its units' waits; -1 if that cannot
+// be told. It requires cs.mu held.
+func (cs *costState) waitLocked(now time.Time, need costVec) time.Duration {
+	var longest time.Duration
+	for u := range cs.units {
+		b := &cs.units[u]
+		if need[u] <= 0 {
+			continue
+		}
+		b.refill(now)
+		w := b.wait(now, need[u])
+		if w < 0 {
+			return -1
+		}
+		longest = max(longest, w)
+	}
+	return longest
+}
+
+// give settles h: what it took less actual goes back to the buckets (a
+// surcharge if actual is more), at now. It reports false if h was settled
+// before.
+func (cs *costState) give(h *costHold, actual costVec, now time.Time) bool {
+	cs.mu.Lock()
+	if h.settled {
+		cs.mu.Unlock()
+		return false
+	}
+	h.settled = true
+	var d costVec
+	for u := range d {
+		d[u] = h.cost[u] - actual[u]
+	}
+	if d.zero() {
+		cs.mu.Unlock()
+		return true
+	}
+	for u := range cs.units {
+		b := &cs.units[u]
+		b.refill(now)
+		b.level = math.Min(b.level+d[u], math.Max(b.limit, b.level))
+	}
+	cs.recordLocked(now, d)
+	cs.wakeHeadLocked()
+	a := cs.adjustsLocked(h, d, nil)
+	cs.mu.Unlock()
+	h.tellFleet(a)
+	return true
+}
+
+// retract gives back all h took, for an attempt the server did not admit
+// (it throttled it, or never received it): as if it had never been taken,
+// its taking is struck from the ledger, so that what a server counted
+// before or after it is read right. It reports false if h was settled
+// before.
+func (cs *costState) retract(h *costHold) bool {
+	cs.mu.Lock()
+	if h.settled {
+		cs.mu.Unlock()
+		return false
+	}
+	h.settled = true
+	for u := range cs.units {
+		b := &cs.units[u]
+		b.level = math.Min(b.level+h.cost[u], math.Max(b.limit, b.level))
+	}
+	if e := cs.ledger.find(h.mark.seq); e != nil {
+		e.d = costVec{}
+	}
+	cs.endProbeLocked(h) // wakes the head
+	a := cs.adjustsLocked(h, h.cost, nil)
+	cs.mu.Unlock()
+	h.tellFleet(a)
+	return true
+}
+
+// sync takes what a response received at now says of the quotas in units
+// other than requests (quotas, as ParseSignals or a UsageReader read
+// them), for a request sent at sent: the server counted what was taken
+// before it, and none of what was taken or given back after, give or take
+// the requests taken within costReorder of it. own is what the answered
+// attempt itself took, if the server counted it, and ownSeq its number in
+// the ledger (0 if none). A bucket whose limit is not stated is taken to
+// be at least what was left and own.
+//
+// Under a fleet that books the costs, f and key name it: the most each
+// quota can hold now, by the reading, is told to it.
+func (cs *costState) sync(now time.Time, sent costMark, quotas []Quota, own costVec, ownSeq uint64, f Fleet, key string) {
+	if len(quotas) == 0 {
+		return
+	}
+	cs.mu.Lock()
+	r := cs.readLocked(sent, ownSeq)
+	raised := false
+	atMost := costVec{math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()}
+	for _, q := range quotas {
+		u, ok := unitNamed(q.Unit)
+		if !ok {
+			continue
+		}
+		var up bool
+		up, atMost[u] = cs.units[u].sync(now, sent.at, q, own[u], r.since[u], r.early[u], r.late[u])
+		raised = raised || up
+	}
+	if raised {
+		cs.wakeHeadLocked()
+	}
+	var a []FleetAdjust
+	if f != nil {
+		a = cs.adjustsLocked(&costHold{fleet: f, key: key}, costVec{}, &atMost)
+	}
+	cs.mu.Unlock()
+	if len(a) > 0 {
+		f.Adjust(key, a)
+	}
+}
+
+// sync takes q into b (see costState.sync; since, early and late are the
+// ledger's reading for b's unit), and reports whether the level rose and
+// the most the reading allows the bucket to hold now (NaN if b's limit is
+// unknown). The
+// level is kept where it is if it lies within what the reading allows,
+// and brought to the nearest bound of that if not: the ledger knows the
+// key's own takings better than a reading whose turn is uncertain.
+func (b *costBucket) sync(now, sent time.Time, q Quota, own, since, early, late float64) (bool, float64) {
+	if q.Remaining < 0 || math.IsNaN(q.Remaining) || math.IsInf(q.Remaining, 0) {
+		return false, math.NaN()
+	}
+	switch {
+	case q.Limit > 0:
+		b.limit, b.known = q.Limit, true
+	case !b.known:
+		// Only what is left is stated (Azure): the limit is at least that
+		// and what the answered request took.
+		b.limit = math.Max(b.limit, q.Remaining+own)
+	}
+	if b.limit <= 0 {
+		return false, math.NaN()
+	}
+	if q.Window > 0 {
+		b.per, b.learnt = q.Window, true
+	}
+	if b.at.IsZero() {
+		b.level, b.at = b.limit, now
+	}
+	b.refill(now)
+	var slack float64 // how far below the server's count q.Remaining may be
+	if q.Remaining == math.Trunc(q.Remaining/1000)*1000 && b.limit >= 10000 {
+		slack = 500 // Anthropic's tokens: rounded to the nearest thousand
+	}
+	lag := max(now.Sub(sent), 0)
+	var base float64 // what the server had left, brought to now
+	if q.Refill {
+		b.windowed = false
+		// The reset is the time the bucket will be full again. Stated as
+		// a time from the answer (OpenAI's), it is read as it was meant;
+		// stated as an instant in whole seconds (Anthropic's), it is read
+		// against now, not the moment the server read the bucket, and a
+		// reading that came back late says too little of it.
+		if ahead := q.Reset.Sub(now); q.Slack == 0 || lag <= ahead/8 {
+			b.learn(q, now, slack)
+		}
+		base = math.Min(b.limit, q.Remaining+b.rate()*lag.Seconds())
+	} else {
+		b.windowed = true
+		if q.Reset.After(now) {
+			b.resetAt = q.Reset.Add(q.Slack)
+		}
+		base = q.Remaining
+	}
+	// A remaining rounded may be above the server's count as well as
+	// below: the level is kept at most at what it says.
+	lo, hi := base+since-early-slack, base+since+late
+	switch {
+	case b.level > hi:
+		b.level = hi
+	case b.level < lo:
+		b.level = lo
+		return true, hi
+	}
+	return false, hi
+}
+
+// learn learns how long b takes to refill from q, a response's reading of
+// a bucket that refills, at now (see refillWindow); a window learnt stands
+// unless a reading disagrees with it by far.
+func (b *costBucket) learn(q Quota, now time.Time, slack float64) {
+	per, ok := refillWindow(q, now, slack)
+	if !ok || b.learnt && b.per > 0 && math.Abs(per.Seconds()/b.per.Seconds()-1) <= costSnap {
+		return
+	}
+	b.per, b.learnt = per, true
+}
+
+// wakeHeadLocked wakes the first waiting request, to see whether its cost
+// is there. It requires cs.mu held.
+func (cs *costState) wakeHeadLocked() {
+	if e := cs.queue.Front(); e != nil {
+		select {
+		case e.Value.(*costWaiter).wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// busy reports whether forgetting cs at now (Unix nanoseconds) would lose
+// something: requests wait for their costs, or a bucket is not full again.
+// A state locked at that moment is in use: busy.
+func (cs *costState) busy(now int64) bool {
+	if !cs.mu.TryLock() {
+		return true
+	}
+	defer cs.mu.Unlock()
+	if cs.queue.Len() > 0 {
+		return true
+	}
+	t := time.Unix(0, now)
+	for u := range cs.units {
+		b := &cs.units[u]
+		b.refill(t)
+		if b.limit > 0 && b.level < b.limit && !(b.windowed && b.resetAt.IsZero()) {
+			return true
+		}
+	}
+	return false
+}
+
+// status returns what cs knows of its quotas at now, one a unit whose
+// limit is known.
+func (cs *costState) status(now time.Time) []CostStatus {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []CostStatus
+	for u := range cs.units {
+		b := &cs.units[u]
+		if b.limit <= 0 {
+			continue
+		}
+		b.refill(now)
+		w := b.window()
+		if b.windowed {
+			w = 0
+		}
+		out = append(out, CostStatus{Unit: unit(u).String(), Limit: b.limit, Window: w, Left: b.level})
+	}
+	return out
+}
+
+// negated returns -v.
+func negated(v costVec) costVec {
+	for u := range v {
+		v[u] = -v[u]
+	}
+	return v
+}
+
+// secondsDuration returns s seconds as a Duration, saturating.
+func secondsDuration(s float64) time.Duration {
+	if !(s < math.MaxInt64/float64(time.Second)) {
+		return math.MaxInt64
+	}
+	return time.Duration(max(s, 0) * float64(time.Second))
+}

@@ -1,0 +1,145 @@
+package polite
+
+import "time"
+
+// A key's ledger is what its requests took and gave back lately, in order:
+// a response's reading of the server's quotas tells what was left when the
+// server counted its request, and the ledger tells what changed since.
+
+// Bounds of a key's ledger of cost changes: it must reach back to the
+// oldest response still to come (an LLM's answer can take minutes), and
+// stay small.
+const (
+	costLedgerSpan = 5 * time.Minute
+	costLedgerMax  = 4096
+)
+
+// costMark is a moment of a key's ledger: an attempt sent then was counted
+// by its server after the changes up to seq, and none after.
+type costMark struct {
+	at  time.Time
+	seq uint64
+}
+
+// costEvent is a change of the buckets' levels by the key's own requests:
+// a cost taken (negative) or given back.
+type costEvent struct {
+	at       int64  // Unix nanoseconds
+	seq      uint64 // its number: events made at one instant are in order
+	d        costVec
+	answered int64 // for a taking: when its request was answered, Unix nanoseconds; 0 until then
+}
+
+// recordLocked adds a change of the levels to the ledger. It requires
+// cs.mu held.
+func (cs *costState) recordLocked(now time.Time, d costVec) {
+	cs.ledger.add(now.UnixNano(), d)
+}
+
+// costLedger is the latest changes of a key's levels, numbered one after
+// the other: a ring of at most costLedgerMax, none older than
+// costLedgerSpan.
+type costLedger struct {
+	ev   []costEvent // the ring
+	head int         // the oldest event's index
+	n    int         // the events in the ring
+	seq  uint64      // the last event's number
+}
+
+// add adds the change d made at at (Unix nanoseconds).
+func (l *costLedger) add(at int64, d costVec) {
+	for l.n > 0 && (l.ev[l.head].at < at-int64(costLedgerSpan) || l.n == costLedgerMax) {
+		l.head = (l.head + 1) % len(l.ev)
+		l.n--
+	}
+	if l.n == len(l.ev) {
+		grown := make([]costEvent, min(max(16, 2*len(l.ev)), costLedgerMax))
+		for i := range l.n {
+			grown[i] = *l.get(i)
+		}
+		l.ev, l.head = grown, 0
+	}
+	l.seq++
+	l.ev[(l.head+l.n)%len(l.ev)] = costEvent{at: at, seq: l.seq, d: d}
+	l.n++
+}
+
+// get returns the i-th oldest event.
+func (l *costLedger) get(i int) *costEvent { return &l.ev[(l.head+i)%len(l.ev)] }
+
+// find returns the event numbered seq, or nil if the ledger no longer
+// holds it.
+func (l *costLedger) find(seq uint64) *costEvent {
+	if l.n == 0 || seq > l.seq || l.seq-seq >= uint64(l.n) {
+		return nil
+	}
+	return l.get(l.n - 1 - int(l.seq-seq))
+}
+
+// mark returns the moment now of the ledger, for an attempt sent now.
+func (cs *costState) mark(now time.Time) costMark {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return costMark{at: now, seq: cs.ledger.seq}
+}
+
+// costReorder is how far apart two requests may be taken, one before the
+// other, and still reach the server in the other order: a large body takes
+// longer to send, and goroutines run when they are scheduled. A request
+// taken after the one answered, that near it, may have been counted
+// before it.
+const costReorder = 50 * time.Millisecond
+
+// costReading is what the ledger tells of a response's reading of its
+// quotas: the change of the levels after the request was taken (the
+// server had not counted it); the costs taken before it whose requests
+// had not been answered when it was sent (the server may not have counted
+// them yet); and the costs taken just after it (the server may have
+// counted them in the other order).
+type costReading struct {
+	since, early, late costVec
+}
+
+// costReadBack bounds how many events of the ledger a reading looks back
+// over for the costs taken before the request.
+const costReadBack = 2048
+
+// readLocked returns the ledger's reading for a response to a request sent
+// at m; own is the sequence number of the request's own taking (0 if it
+// took nothing), which the server counted. A taking whose request was
+// answered before m was certainly counted: it reached the server before
+// the request sent at m. It requires cs.mu held.
+func (cs *costState) readLocked(m costMark, own uint64) costReading {
+	var r costReading
+	sent, to := m.at.UnixNano(), m.at.Add(costReorder).UnixNano()
+	for i, back := cs.ledger.n-1, 0; i >= 0; i-- {
+		e := cs.ledger.get(i)
+		if e.seq <= m.seq {
+			if back++; back > costReadBack {
+				break
+			}
+		}
+		for u, d := range e.d {
+			switch {
+			case e.seq > m.seq:
+				r.since[u] += d
+				if d < 0 && e.at <= to {
+					r.late[u] -= d
+				}
+			case d < 0 && e.seq != own && (e.answered == 0 || e.answered > sent):
+				r.early[u] -= d
+			}
+		}
+	}
+	return r
+}
+
+// answered records that the request of h was answered at now: from then on
+// its taking is known to be in what the server says.
+func (cs *costState) answered(h *costHold, now time.Time) {
+	cs.mu.Lock()
+	if e := cs.ledger.find(h.mark.seq); e != nil {
+		e.answered = now.UnixNano()
+	}
+	cs.mu.Unlock()
+}

@@ -1,0 +1,163 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Calls to Redis are batched: a process's script calls queue, and each
+// round trip carries every call queued when it goes (up to maxBatch), as
+// one pipeline, which a Cluster client splits by node. A crawler with
+// thousands of keys in flight thus makes a few round trips at a time, not
+// thousands, and a call that waits for its turn is back-pressure, not a
+// failure: only a round trip that fails or outlives the timeout opens the
+// breaker.
+const (
+	maxBatch     = 512 // script calls in one round trip
+	maxPipelines = 2   // round trips out at once: Redis serves one connection's pipeline at a time anyway
+	// perCall is the time a round trip is given for each call it carries,
+	// and each call of the round trips out before it (Redis serves them
+	// first), beyond the Fleet's timeout: a script call costs Redis about
+	// 20µs, and the process as much to write and read it, so that a round
+	// trip of 512 calls is not taken for a failure when it is only long.
+	perCall = 100 * time.Microsecond
+	// slowWaits is how many timeouts in all a call waits for its round
+	// trip while Redis answers others: a slow round trip, not a failure.
+	slowWaits = 4
+)
+
+// scriptCall is one script call waiting for, or in, a round trip.
+type scriptCall struct {
+	script    *redis.Script
+	keys      []string
+	args      []any
+	due       atomic.Int64 // when its round trip times out, Unix nanoseconds; 0 while queued
+	abandoned atomic.Bool  // its caller went on without it: not sent if still queued
+	extended  bool         // its caller waits past the deadline, Redis being there (see call)
+	done      chan reply   // the reply, once; buffered
+}
+
+// reply is what a script call came to.
+type reply struct {
+	v   []int64
+	err error
+}
+
+// batcher queues a Fleet's script calls and runs them in pipelines.
+type batcher struct {
+	mu      sync.Mutex
+	queue   []*scriptCall
+	running int // pipelines out, at most maxPipelines
+
+	answered atomic.Int64 // when Redis last answered a round trip, Unix nanoseconds
+	out      atomic.Int64 // script calls in round trips out
+	trips    atomic.Int64 // round trips made, for the tests
+	calls    atomic.Int64 // script calls they carried
+}
+
+// submit queues c, and starts a round trip for it unless maxPipelines are
+// out: one of those takes it with the next batch.
+func (f *Fleet) submit(c *scriptCall) {
+	b := &f.batch
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	start := b.running < maxPipelines
+	if start {
+		b.running++
+	}
+	b.mu.Unlock()
+	if start {
+		go f.drain()
+	}
+}
+
+// drain sends the queued calls, a batch a round trip, until none is left.
+func (f *Fleet) drain() {
+	b := &f.batch
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxBatch)
+		if n == 0 {
+			b.running--
+			b.queue = nil // let a grown queue's array go
+			b.mu.Unlock()
+			return
+		}
+		batch := make([]*scriptCall, 0, n)
+		for _, c := range b.queue[:n] {
+			if !c.abandoned.Load() {
+				batch = append(batch, c)
+			}
+		}
+		b.queue = b.queue[n:]
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			f.roundTrip(batch)
+		}
+	}
+}
+
+// roundTrip sends batch as one pipeline and hands each call its reply.
+// Scripts go by hash (EVALSHA); those Redis has lost (NOSCRIPT, after a
+// restart, a failover or SCRIPT FLUSH) go again whole, in a second round
+// trip, which also loads them. The deadline is the Fleet's timeout, and
+// perCall for each call of the batch and of the round trips out, from the
+// moment the batch goes; the waiting callers enforce it, since a client
+// may not honour it (see call).
+func (f *Fleet) roundTrip(batch []*scriptCall) {
+	n := int64(len(batch))
+	ahead := f.batch.out.Add(n)
+	defer f.batch.out.Add(-n)
+	budget := f.timeout + time.Duration(ahead)*perCall
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	due := time.Now().Add(budget).UnixNano()
+	for _, c := range batch {
+		c.due.Store(due)
+	}
+	f.batch.trips.Add(1)
+	f.batch.calls.Add(int64(len(batch)))
+	cmds := make([]*redis.Cmd, len(batch))
+	pipe := f.rdb.Pipeline()
+	for i, c := range batch {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		f.batch.trips.Add(1)
+		pipe := f.rdb.Pipeline()
+		for _, i := range again {
+			c := batch[i]
+			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err == nil || isRedisError(err) {
+			f.batch.answered.Store(time.Now().UnixNano()) // Redis is there
+			break
+		}
+	}
+	for i, c := range batch {
+		res, err := cmds[i].Result()
+		c.done <- reply{ints(res), err}
+	}
+}
+
+// isRedisError reports whether err is a reply of Redis's (a script's
+// error, NOSCRIPT, MOVED), rather than a failure to reach it.
+func isRedisError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}

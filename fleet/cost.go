@@ -1,0 +1,161 @@
+package fleet
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/politehttp/polite"
+)
+
+// A key's costs are booked with its sends (see reserveScript); what the
+// sends give back afterwards, and the bounds the server's answers set,
+// are told to Redis in batches: a process keeps them per key and unit,
+// and one flush at a time tells all it holds, one script call a key in
+// one round trip, while those that come meanwhile wait for the next.
+
+// costs holds the adjustments of the keys' cost buckets not yet told to
+// Redis.
+type costs struct {
+	mu       sync.Mutex
+	pending  map[string]map[string]polite.FleetAdjust // key → unit → the adjustment, summed
+	flushing bool                                     // a flush is out
+}
+
+// Adjust implements [polite.Fleet]: it keeps a, and tells Redis at once if
+// no flush is out, or with the next one.
+func (f *Fleet) Adjust(key string, a []polite.FleetAdjust) {
+	if len(a) == 0 {
+		return
+	}
+	c := &f.costs
+	c.mu.Lock()
+	if c.pending == nil {
+		c.pending = make(map[string]map[string]polite.FleetAdjust)
+	}
+	units := c.pending[key]
+	if units == nil {
+		units = make(map[string]polite.FleetAdjust, len(a))
+		c.pending[key] = units
+	}
+	for _, adj := range a {
+		units[adj.Unit] = merge(units[adj.Unit], adj)
+	}
+	start := !c.flushing
+	if start {
+		c.flushing = true
+	}
+	c.mu.Unlock()
+	if start {
+		if !f.startFlush() {
+			c.mu.Lock()
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		go f.flushCosts()
+	}
+}
+
+// merge returns the adjustment of was and then adj: what they give back,
+// summed, and the lower of their bounds, under adj's quota.
+func merge(was, adj polite.FleetAdjust) polite.FleetAdjust {
+	adj.GiveBack += was.GiveBack
+	if was.Bounded && (!adj.Bounded || was.AtMost < adj.AtMost) {
+		adj.AtMost, adj.Bounded = was.AtMost, true
+	}
+	return adj
+}
+
+// flushCosts tells Redis the pending adjustments, until none is left. An
+// adjustment Redis could not be told is kept for the next flush.
+func (f *Fleet) flushCosts() {
+	defer f.flushes.Done()
+	c := &f.costs
+	for {
+		c.mu.Lock()
+		pending := c.pending
+		c.pending = nil
+		if len(pending) == 0 {
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		var wg sync.WaitGroup
+		failed := false
+		var fmu sync.Mutex
+		for key, units := range pending {
+			wg.Go(func() {
+				args := []any{grace.Microseconds(), len(units)}
+				for _, adj := range units {
+					most := -1.0
+					if adj.Bounded {
+						most = max(adj.AtMost, 0)
+					}
+					args = append(args, adj.Unit, num(adj.GiveBack), num(refillMicros(adj.Limit, adj.Per)), num(adj.Limit), num(most))
+				}
+				if _, err := f.run(context.Background(), "adjust", adjustScript, f.stateKey(key), args...); err != nil {
+					fmu.Lock()
+					failed = true
+					fmu.Unlock()
+					c.mu.Lock()
+					if c.pending == nil {
+						c.pending = make(map[string]map[string]polite.FleetAdjust)
+					}
+					kept := c.pending[key]
+					if kept == nil {
+						kept = make(map[string]polite.FleetAdjust, len(units))
+						c.pending[key] = kept
+					}
+					for unit, adj := range units {
+						kept[unit] = merge(adj, kept[unit])
+					}
+					c.mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if failed {
+			// Redis could not be told: the next Adjust, or the next flush
+			// after Redis answers, tells what is kept.
+			c.mu.Lock()
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// appendCosts appends the arguments of reserveScript for costs: their
+// number, and for each its unit, amount, refill time of a unit in µs and
+// limit.
+func appendCosts(args []any, costs []polite.FleetCost) []any {
+	if len(costs) == 0 {
+		return args
+	}
+	args = append(args, len(costs))
+	for _, c := range costs {
+		args = append(args, c.Unit, num(c.Amount), num(refillMicros(c.Limit, c.Per)), num(c.Limit))
+	}
+	return args
+}
+
+// refillMicros returns how many µs a quota of limit every per takes to
+// refill one unit.
+func refillMicros(limit float64, per time.Duration) float64 {
+	if !(limit > 0) {
+		return 0
+	}
+	return float64(per.Microseconds()) / limit
+}
+
+// num formats x for a script: Lua reads it back exactly.
+func num(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		x = 0
+	}
+	return strconv.FormatFloat(x, 'g', 17, 64)
+}

@@ -1,0 +1,192 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleet"
+)
+
+// Costs are booked with the sends, on Redis's clock, as a bucket of the
+// quota's limit refilled at its rate: a send whose cost the bucket does
+// not hold waits for it, behind the bookings before it; what a send gives
+// back comes back to the bucket, and a bound the server's answers set
+// empties it down to that.
+func TestReserveBooksCosts(t *testing.T) {
+	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
+	warm(t, f)
+	cost := func(amount float64) polite.FleetRequest {
+		// 1,000 tokens a second, the bucket holding 1,000.
+		return polite.FleetRequest{MaxWait: -1, Costs: []polite.FleetCost{{Unit: polite.UnitTokens, Amount: amount, Limit: 1000, Per: time.Second}}}
+	}
+	book := func(amount float64) time.Duration {
+		t.Helper()
+		g, err := f.Reserve(ctx, "llm.example", cost(amount))
+		require.NoError(t, err)
+		require.True(t, g.Granted)
+		return g.Wait
+	}
+	jitter := float64(15 * time.Millisecond)
+	assert.Zero(t, book(900), "the bucket held it")
+	assert.InDelta(t, float64(400*time.Millisecond), float64(book(500)), jitter, "400 more, at 1,000 a second")
+	assert.InDelta(t, float64(700*time.Millisecond), float64(book(300)), jitter, "behind the one before")
+
+	// 600 given back: the last booking's slot comes 600 ms sooner.
+	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 600}})
+	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
+	assert.InDelta(t, float64(100*time.Millisecond), float64(book(0.001)), jitter)
+
+	// Full again, the server says 100 are left: a booking of 600 waits
+	// 0.5 s.
+	time.Sleep(200 * time.Millisecond)
+	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, AtMost: 100, Bounded: true}})
+	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
+	assert.InDelta(t, float64(500*time.Millisecond), float64(book(600)), jitter)
+}
+
+// tokenServer is a server with a bucket of tokens, as an LLM API keeps:
+// it admits a request when the bucket holds its estimate (X-Estimate),
+// charges it, answers after latency, and gives back what the request did
+// not use (X-Actual), stating its quota in OpenAI's headers.
+type tokenServer struct {
+	capacity, rate float64 // tokens, and tokens a second
+	latency        time.Duration
+
+	mu                sync.Mutex
+	level             float64
+	at                time.Time
+	from, to          time.Time // the measured window
+	billed            float64   // the actual tokens of the requests admitted in the window
+	attempts, refused int
+}
+
+func (s *tokenServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	est, _ := strconv.ParseFloat(r.Header.Get("X-Estimate"), 64)
+	actual, _ := strconv.ParseFloat(r.Header.Get("X-Actual"), 64)
+	s.mu.Lock()
+	now := time.Now()
+	if s.at.IsZero() {
+		s.level, s.at = s.capacity, now
+	}
+	s.level = math.Min(s.capacity, s.level+s.rate*now.Sub(s.at).Seconds())
+	s.at = now
+	in := !now.Before(s.from) && now.Before(s.to)
+	if in {
+		s.attempts++
+	}
+	admitted := s.level >= est
+	if admitted {
+		s.level -= est
+		if in {
+			s.billed += actual
+		}
+	} else if in {
+		s.refused++
+	}
+	h := w.Header()
+	h.Set("x-ratelimit-limit-tokens", strconv.FormatFloat(s.capacity, 'f', 0, 64))
+	h.Set("x-ratelimit-remaining-tokens", strconv.FormatFloat(math.Floor(s.level), 'f', 0, 64))
+	h.Set("x-ratelimit-reset-tokens", (time.Duration((s.capacity - s.level) / s.rate * float64(time.Second))).Round(time.Millisecond).String())
+	wait := time.Duration((est - s.level) / s.rate * float64(time.Second))
+	s.mu.Unlock()
+	if !admitted {
+		h.Set("retry-after-ms", strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	time.Sleep(s.latency)
+	s.mu.Lock()
+	s.level = math.Min(s.capacity, s.level+s.rate*time.Since(s.at).Seconds()+est-actual)
+	s.at = time.Now()
+	s.mu.Unlock()
+	fmt.Fprintf(w, `{"usage":{"total_tokens":%.0f}}`, actual)
+}
+
+// costOfHeaders estimates a request by its X-Estimate header.
+func costOfHeaders(req *http.Request, _ []byte) (polite.Cost, string, error) {
+	est, err := strconv.ParseFloat(req.Header.Get("X-Estimate"), 64)
+	return polite.Cost{Tokens: est}, "", err
+}
+
+// usageOfTotal reads the total tokens of the answer.
+func usageOfTotal(_ *http.Response, tail []byte) (polite.Usage, bool) {
+	var v struct {
+		Usage struct {
+			Total float64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(tail, &v) != nil {
+		return polite.Usage{}, false
+	}
+	return polite.Usage{Cost: polite.Cost{Tokens: v.Usage.Total}}, true
+}
+
+// Four processes (Transports, each with its own Redis client) send to one
+// server that counts tokens, 2,000 a second, learnt from its headers:
+// booked through Redis, their costs keep to the bucket together, with
+// what each answer did not use given back, and the server refuses next to
+// nothing (0.956-0.994 of the quota, 0% refused, over 5 runs). Each
+// process pacing its costs alone, from what the server says, is refused
+// far more (18-22%: their controllers slow down for one another from the
+// throttles, but no process sees what the others take).
+func TestFleetSharesATokenQuota(t *testing.T) {
+	run := func(t *testing.T, shared bool) (use, refused float64) {
+		srv := &tokenServer{capacity: 2000, rate: 2000, latency: 100 * time.Millisecond}
+		start := time.Now()
+		srv.from, srv.to = start.Add(time.Second), start.Add(5*time.Second)
+		hs := httptest.NewServer(srv)
+		defer hs.Close()
+		addr, ns := sharedAddr(t), uniqueNamespace(t)
+		var wg sync.WaitGroup
+		for p := range 4 {
+			opts := []polite.Option{polite.WithCost(costOfHeaders), polite.WithUsage(usageOfTotal)}
+			if shared {
+				opts = append(opts, polite.WithFleet(newFleet(t, newClient(t, addr), fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint("p", p)))))
+			}
+			tr := polite.New(http.DefaultTransport.(*http.Transport).Clone(), opts...)
+			defer tr.CloseIdleConnections()
+			for range 4 {
+				wg.Go(func() {
+					for time.Now().Before(srv.to) {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/v1/chat", nil)
+						req.Header.Set("X-Estimate", "200")
+						req.Header.Set("X-Actual", "150")
+						resp, err := tr.RoundTrip(req)
+						if err != nil {
+							cancel()
+							t.Errorf("a call failed: %v", err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						_ = resp.Body.Close()
+						cancel()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.billed / (srv.rate * srv.to.Sub(srv.from).Seconds()), float64(srv.refused) / float64(max(srv.attempts, 1))
+	}
+	alone, aloneRefused := run(t, false)
+	use, refused := run(t, true)
+	t.Logf("sharing through Redis: %.3f of the token quota, %.2f%% refused; each alone: %.3f, %.2f%% refused",
+		use, 100*refused, alone, 100*aloneRefused)
+	assert.GreaterOrEqual(t, use, 0.9, "the share of the token quota used")
+	assert.LessOrEqual(t, refused, 0.01, "the share of attempts refused")
+}

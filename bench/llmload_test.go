@@ -102,6 +102,7 @@ func TestLLMBenchInFakeTime(t *testing.T) {
 					assert.LessOrEqual(t, float64(r.Errors), llmMaxErrors*float64(r.Calls), "calls failed in their callers' hands")
 					assert.GreaterOrEqual(t, r.BigShare, 0.9, "big requests' share")
 					assert.Equal(t, r.TooLargeDrawn, r.TooLargeTyped, "too large: a typed error")
+					assert.Zero(t, r.TooLargeSent, "too large: none sent")
 				}
 			})
 		}
@@ -139,11 +140,7 @@ func TestLLMCostInOrder(t *testing.T) {
 			assert.GreaterOrEqual(t, r.BigShare, 0.9, "big requests' share")
 			assert.LessOrEqual(t, r.FIFOExcess, time.Duration(0), "every wait within its FIFO bound")
 			assert.Equal(t, r.TooLargeDrawn, r.TooLargeTyped, "too large: a typed error")
-			if d.name == llmfake.Anthropic {
-				assert.LessOrEqual(t, r.TooLargeSent, 1, "too large: the first one, on the host's key")
-			} else {
-				assert.Zero(t, r.TooLargeSent, "too large: none sent")
-			}
+			assert.Zero(t, r.TooLargeSent, "too large: none sent")
 		})
 	}
 }

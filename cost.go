@@ -87,7 +87,8 @@ const MaxEstimateBody = 8 << 20
 // (less the costs of the requests it had not counted yet), and the cost
 // is settled to what the request actually cost: read from the response
 // body by [WithUsage], or told by [Settle]. A throttled attempt gives its
-// cost back (the server did not admit it); a retry takes its cost again.
+// cost back (the server did not admit it); its retry takes the cost again,
+// in its call's place: before the calls that came after it.
 //
 // Default: none; requests cost one request each. A nil est restores the
 // default (a cost stated on the context still applies).

@@ -281,6 +281,46 @@ func TestCostFirstComeFirstServed(t *testing.T) {
 	})
 }
 
+// A throttled call's retry keeps its place in the key's queue: it goes
+// before the calls that came after it, not behind them, which could hold it
+// past its deadline when many wait.
+func TestCostRetryKeepsItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		throttled := false
+		next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, req.URL.Path)
+			if req.URL.Path == "/first" && !throttled {
+				throttled = true
+				return respond(req, 429, http.NoBody, "Retry-After", "1"), nil
+			}
+			return respond(req, 200, http.NoBody), nil
+		})
+		// 600 tokens a minute: 10 a second.
+		tr := polite.New(next, polite.WithQuota(polite.UnitTokens, 600, time.Minute), polite.WithBackoff(0, 0))
+		get := func(path string, tokens float64) {
+			resp, err := tr.RoundTrip(costRequest(t, context.Background(), "http://api.test"+path, tokens))
+			require.NoError(t, err)
+			readBody(t, resp)
+		}
+		get("/drain", 600) // the bucket empty
+		var wg sync.WaitGroup
+		wg.Go(func() { get("/first", 100) }) // sent at 10 s, throttled, retried after 1 s
+		synctest.Wait()
+		for _, p := range []string{"/a", "/b"} {
+			wg.Go(func() { get(p, 100) })
+			synctest.Wait()
+		}
+		wg.Wait()
+		// /a takes what the throttled attempt gave back while /first waits
+		// out the server's second; then /first, before /b.
+		assert.Equal(t, []string{"/drain", "/first", "/a", "/first", "/b"}, order)
+	})
+}
+
 // A wait for the cost that would pass the deadline, at the quota's rate,
 // fails at once with a *ThrottledError; a wait that fits is waited.
 func TestCostWaitPastTheDeadlineIsRefused(t *testing.T) {

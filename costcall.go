@@ -2,6 +2,7 @@ package polite
 
 import (
 	"bytes"
+	"container/list"
 	"fmt"
 	"io"
 	"net/http"
@@ -113,9 +114,19 @@ func (c *call) admitCost() error {
 		cs.mu.Unlock()
 		return nil
 	}
-	judged := cs.waitLocked(now, cs.queuedLocked(cc.cost))
+	// A retry keeps its call's place: every call queued now came after it
+	// (it was at the head when its first attempt was admitted), so it goes
+	// first, and waits for its own cost alone.
 	w := &costWaiter{wake: make(chan struct{}, 1), cost: cc.cost}
-	e := cs.queue.PushBack(w)
+	var judged time.Duration
+	var e *list.Element
+	if c.attempt > 1 {
+		judged = cs.waitLocked(now, cc.cost)
+		e = cs.queue.PushFront(w)
+	} else {
+		judged = cs.waitLocked(now, cs.queuedLocked(cc.cost))
+		e = cs.queue.PushBack(w)
+	}
 	cs.mu.Unlock()
 	taken := false
 	defer func() {

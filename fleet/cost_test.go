@@ -41,17 +41,20 @@ func TestReserveBooksCosts(t *testing.T) {
 	}
 	jitter := float64(15 * time.Millisecond)
 	assert.Zero(t, book(900), "the bucket held it")
-	assert.InDelta(t, float64(400*time.Millisecond), float64(book(500)), jitter, "400 more, at 1,000 a second")
-	assert.InDelta(t, float64(700*time.Millisecond), float64(book(300)), jitter, "behind the one before")
+	// The bucket refills from 100 ms after the first send's slot, the time
+	// allowed for the send to reach the server, whose bucket stays full
+	// until then: 400 more at 1,000 a second, and those 100 ms.
+	assert.InDelta(t, float64(500*time.Millisecond), float64(book(500)), jitter, "400 more, at 1,000 a second, after the first send's transit")
+	assert.InDelta(t, float64(800*time.Millisecond), float64(book(300)), jitter, "behind the one before")
 
 	// 600 given back: the last booking's slot comes 600 ms sooner.
 	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 600}})
 	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
-	assert.InDelta(t, float64(100*time.Millisecond), float64(book(0.001)), jitter)
+	assert.InDelta(t, float64(200*time.Millisecond), float64(book(0.001)), jitter)
 
-	// Full again, the server says 100 are left: a booking of 600 waits
-	// 0.5 s.
-	time.Sleep(200 * time.Millisecond)
+	// 400 ms on (the bucket holds 200 by its count), the server says 100
+	// are left: a booking of 600 waits 0.5 s (0.4 s by the bucket's count).
+	time.Sleep(400 * time.Millisecond)
 	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, AtMost: 100, Bounded: true}})
 	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
 	assert.InDelta(t, float64(500*time.Millisecond), float64(book(600)), jitter)

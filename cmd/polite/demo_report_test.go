@@ -16,10 +16,10 @@ func TestDemoCheck(t *testing.T) {
 	}}
 	assert.NoError(t, rep.check(), "plain's refusals and the drop scenario are not checked")
 
-	rep.Results[0].Utilization = 0.84
+	rep.Results[0].Utilization = 0.79
 	rep.Results[1].RejectedPct = 3.1
 	err := rep.check()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "polite on bucket: 0.84 of the limit")
+	assert.Contains(t, err.Error(), "polite on bucket: 0.79 of the limit")
 	assert.Contains(t, err.Error(), "polite on window: 0.91 of the limit with 3.1% refused")
 }

@@ -32,16 +32,8 @@ func (f *Fleet) Adjust(key string, a []polite.FleetAdjust) {
 	}
 	c := &f.costs
 	c.mu.Lock()
-	if c.pending == nil {
-		c.pending = make(map[string]map[string]polite.FleetAdjust)
-	}
-	units := c.pending[key]
-	if units == nil {
-		units = make(map[string]polite.FleetAdjust, len(a))
-		c.pending[key] = units
-	}
 	for _, adj := range a {
-		units[adj.Unit] = merge(units[adj.Unit], adj)
+		c.pendLocked(key, adj, false)
 	}
 	start := !c.flushing
 	if start {
@@ -56,6 +48,29 @@ func (f *Fleet) Adjust(key string, a []polite.FleetAdjust) {
 			return
 		}
 		go f.flushCosts()
+	}
+}
+
+// pendLocked adds adj to key's pending adjustments: after those pending,
+// or, if older (an adjustment Redis could not be told, put back), before
+// them, so that the newest states the quota. It requires c.mu held.
+func (c *costs) pendLocked(key string, adj polite.FleetAdjust, older bool) {
+	if c.pending == nil {
+		c.pending = make(map[string]map[string]polite.FleetAdjust)
+	}
+	units := c.pending[key]
+	if units == nil {
+		units = make(map[string]polite.FleetAdjust, 1)
+		c.pending[key] = units
+	}
+	was, ok := units[adj.Unit]
+	switch {
+	case !ok:
+		units[adj.Unit] = adj
+	case older:
+		units[adj.Unit] = merge(adj, was)
+	default:
+		units[adj.Unit] = merge(was, adj)
 	}
 }
 
@@ -102,16 +117,8 @@ func (f *Fleet) flushCosts() {
 					failed = true
 					fmu.Unlock()
 					c.mu.Lock()
-					if c.pending == nil {
-						c.pending = make(map[string]map[string]polite.FleetAdjust)
-					}
-					kept := c.pending[key]
-					if kept == nil {
-						kept = make(map[string]polite.FleetAdjust, len(units))
-						c.pending[key] = kept
-					}
-					for unit, adj := range units {
-						kept[unit] = merge(adj, kept[unit])
+					for _, adj := range units {
+						c.pendLocked(key, adj, true)
 					}
 					c.mu.Unlock()
 				}

@@ -193,3 +193,17 @@ func TestFleetSharesATokenQuota(t *testing.T) {
 	assert.GreaterOrEqual(t, use, 0.9, "the share of the token quota used")
 	assert.LessOrEqual(t, refused, 0.01, "the share of attempts refused")
 }
+
+// An adjustment Redis could not be told is kept whole, its quota with
+// it, for the next flush.
+func TestAdjustKeptWhileRedisIsDown(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, newClient(t, srv.addr))
+	srv.stop()
+	adj := polite.FleetAdjust{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 100}
+	f.Adjust("llm.example", []polite.FleetAdjust{adj})
+	require.Eventually(t, func() bool { return !fleet.CostsFlushing(f) }, 2*time.Second, time.Millisecond)
+	kept, ok := fleet.PendingAdjust(f, "llm.example", polite.UnitTokens)
+	require.True(t, ok, "kept for the next flush")
+	assert.Equal(t, adj, kept)
+}

@@ -1,5 +1,7 @@
 package fleet
 
+import "github.com/politehttp/polite"
+
 // RedisKey returns the Redis key of polite key key with suffix s, m or w,
 // under namespace ns.
 func RedisKey(ns, key, suffix string) string {
@@ -25,4 +27,20 @@ func CostsTold(f *Fleet) bool {
 	f.costs.mu.Lock()
 	defer f.costs.mu.Unlock()
 	return !f.costs.flushing && len(f.costs.pending) == 0
+}
+
+// PendingAdjust returns the adjustment of key's unit that f has not told
+// Redis yet, if any.
+func PendingAdjust(f *Fleet, key, unit string) (polite.FleetAdjust, bool) {
+	f.costs.mu.Lock()
+	defer f.costs.mu.Unlock()
+	adj, ok := f.costs.pending[key][unit]
+	return adj, ok
+}
+
+// CostsFlushing reports whether a flush of f's cost adjustments is out.
+func CostsFlushing(f *Fleet) bool {
+	f.costs.mu.Lock()
+	defer f.costs.mu.Unlock()
+	return f.costs.flushing
 }

@@ -28,20 +28,28 @@ func BenchmarkRoundTrip(b *testing.B) {
 	rh := retryablehttp.NewClient()
 	rh.HTTPClient = &http.Client{Transport: next}
 	rh.Logger = nil
-	cases := []struct {
-		name string
-		rt   http.RoundTripper
-	}{
+	benchRoundTrips(b, "http://api.test/items", []namedRoundTripper{
 		{"bare", next},
 		{"polite", polite.New(next)},
 		{"polite-rate", polite.New(next, polite.WithRate(1e12, 1<<30))},
 		{"polite-crawler", polite.New(next, polite.WithRate(1e12, 1<<30), polite.WithMaxInFlight(4),
 			polite.WithGlobalRate(1e12, 1<<30), polite.WithCrawlDelay(true))},
 		{"retryablehttp", &retryablehttp.RoundTripper{Client: rh}},
-	}
+	})
+}
+
+// namedRoundTripper is a case of a benchmark.
+type namedRoundTripper struct {
+	name string
+	rt   http.RoundTripper
+}
+
+// benchRoundTrips runs each case as a sub-benchmark: a GET of url, its
+// answer read to the end and closed, as a caller does.
+func benchRoundTrips(b *testing.B, url string, cases []namedRoundTripper) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			req, _ := http.NewRequest(http.MethodGet, "http://api.test/items", nil)
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := c.rt.RoundTrip(req)
@@ -49,6 +57,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
 			}
 		})
 	}
@@ -66,29 +75,12 @@ func BenchmarkRoundTripCost(b *testing.B) {
 	})
 	stated := func(*http.Request, []byte) (polite.Cost, string, error) { return polite.Cost{Tokens: 16}, "", nil }
 	quota := polite.WithQuota(polite.UnitTokens, 1e12, time.Second)
-	cases := []struct {
-		name string
-		rt   http.RoundTripper
-	}{
+	benchRoundTrips(b, "http://api.test/v1/chat/completions", []namedRoundTripper{
 		{"bare", next},
 		{"polite", polite.New(next)},
 		{"polite-cost", polite.New(next, quota, polite.WithCost(stated))},
 		{"polite-cost-usage", polite.New(next, quota, polite.WithCost(stated), polite.WithUsage(chatUsage))},
-	}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			req, _ := http.NewRequest(http.MethodGet, "http://api.test/v1/chat/completions", nil)
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := c.rt.RoundTrip(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		})
-	}
+	})
 }
 
 // BenchmarkRoundTripParallel is BenchmarkRoundTrip from many goroutines,

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,12 +26,10 @@ import (
 // handler runs to its end (its latency passes in the bubble's time), and
 // its answer comes back whole, in a tracked body.
 type handlerNext struct {
-	h     http.Handler
-	calls atomic.Int64
+	h http.Handler
 }
 
 func (n *handlerNext) RoundTrip(req *http.Request) (*http.Response, error) {
-	n.calls.Add(1)
 	rec := httptest.NewRecorder()
 	n.h.ServeHTTP(rec, req)
 	if req.Body != nil {
@@ -84,127 +81,29 @@ func chatUsage(_ *http.Response, tail []byte) (polite.Usage, bool) {
 	return polite.Usage{Cost: polite.Cost{Tokens: u.Prompt + u.Completion}}, true
 }
 
-// llmRun is what a closed loop of callers got from the fake LLM API.
-type llmRun struct {
-	attempts, refused int64   // at the server
-	billed            float64 // tokens billed by the answers ended after skip
-	failed            int64   // calls that ended in an error
-	bigDone, bigSent  int64   // big requests answered after skip, and drawn
-	done              int64   // requests answered after skip
-}
-
-// runLLMLoop runs workers closed-loop callers of tr against the fake, for
-// length of the bubble's time, counting answers from skip on.
-func runLLMLoop(t *testing.T, tr http.RoundTripper, mix *llmfake.Mix, workers int, skip, length time.Duration) *llmRun {
-	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(length))
-	defer cancel()
-	var run llmRun
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				mu.Lock()
-				d := mix.Next()
-				mu.Unlock()
-				call, stop := context.WithTimeout(context.Background(), 2*time.Minute)
-				req, err := http.NewRequestWithContext(call, http.MethodPost, "http://llm.test/v1/chat/completions",
-					strings.NewReader(d.Body("gpt-test", false, false)))
-				require.NoError(t, err)
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					stop()
-					atomic.AddInt64(&run.failed, 1)
-					t.Errorf("a call failed: %v", err)
-					return
-				}
-				var buf bytes.Buffer
-				_, _ = buf.ReadFrom(resp.Body)
-				_ = resp.Body.Close()
-				stop()
-				if resp.StatusCode == http.StatusOK && time.Since(start) >= skip && time.Since(start) <= length {
-					mu.Lock()
-					run.billed += float64(d.Bill())
-					run.done++
-					if d.Big {
-						run.bigDone++
-					}
-					mu.Unlock()
-				}
-				if d.Big && time.Since(start) >= skip {
-					atomic.AddInt64(&run.bigSent, 1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return &run
-}
-
-// admittedShare returns a function that tells, once the run is over, the
-// share of the token quota per minute tpm that the requests api admitted
-// between from and to will be billed: the quota's use, as the server
-// counts it.
-func admittedShare(api *llmfake.API, from, to time.Time, tpm float64) func() float64 {
-	var mu sync.Mutex
-	var billed float64
-	api.Admitted = func(at time.Time, input, output int) {
-		if !at.Before(from) && at.Before(to) {
-			mu.Lock()
-			billed += float64(input + output)
-			mu.Unlock()
-		}
-	}
-	return func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return billed / (tpm * to.Sub(from).Minutes())
-	}
-}
-
-// countingAPI counts what the fake LLM API answered.
-type countingAPI struct {
-	api               http.Handler
-	attempts, refused atomic.Int64
-}
-
-func (c *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := httptest.NewRecorder()
-	c.api.ServeHTTP(rec, r)
-	c.attempts.Add(1)
-	if rec.Code == http.StatusTooManyRequests {
-		c.refused.Add(1)
-	}
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-}
-
 // Against the fake OpenAI API (500 requests and 200,000 tokens a minute),
 // 64 closed-loop callers of the bench's mix, 6 minutes of fake time, the
 // first left out: polite learns the token quota from the headers, waits
 // for it, and settles each answer from its usage, so that it uses nearly
-// all of the quota and is hardly ever refused. Without cost pacing the
-// same callers hammer the token quota once it is spent.
+// all of the quota and is hardly ever refused.
 func TestCostUsesTheTokenQuota(t *testing.T) {
 	const rpm, tpm = 500, 200000
 	synctest.Test(t, func(t *testing.T) {
 		fake := llmfake.NewOpenAI(rpm, tpm)
-		share := admittedShare(fake, time.Now().Add(time.Minute), time.Now().Add(6*time.Minute), tpm)
-		api := &countingAPI{api: fake}
-		tr := polite.New(&handlerNext{h: api}, polite.WithCost(chatCost), polite.WithUsage(chatUsage))
-		run := runLLMLoop(t, tr, llmfake.NewMix(1, tpm, false), 64, time.Minute, 6*time.Minute)
-		use := share()
-		refused := float64(api.refused.Load()) / float64(api.attempts.Load())
+		from, to := time.Now().Add(time.Minute), time.Now().Add(6*time.Minute)
+		billed := llmfake.Billed(fake, from, to)
+		tr := polite.New(&handlerNext{h: fake}, polite.WithCost(chatCost), polite.WithUsage(chatUsage))
+		run := llmfake.RunLoad(tr, "http://llm.test/v1/chat/completions", llmfake.NewMix(1, tpm, false),
+			func(d llmfake.Draw) string { return d.Body("gpt-test", false, false) }, 64, time.Minute, 6*time.Minute)
+		in, out := billed()
+		use := (in + out) / (tpm * to.Sub(from).Minutes())
+		attempts, refusals := fake.Counts()
+		refused := float64(refusals) / float64(attempts)
 		t.Logf("%.3f of the token quota, %d of %d attempts refused (%.2f%%), %d answered, big %d of %d",
-			use, api.refused.Load(), api.attempts.Load(), 100*refused, run.done, run.bigDone, run.bigSent)
+			use, refusals, attempts, 100*refused, run.Done, run.BigDone, run.BigSent)
 		assert.GreaterOrEqual(t, use, 0.95, "share of the token quota used")
 		assert.LessOrEqual(t, refused, 0.01, "share of attempts refused")
-		assert.Zero(t, run.failed)
+		assert.Zero(t, run.Failed, "calls failed: %v", run.Err)
 	})
 }
 

@@ -45,6 +45,13 @@ func writeTable(w io.Writer, results []result, cfg runConfig) {
 			})
 		}
 	}
+	writeMarkdown(w, rows, func(i int) bool { return i >= 2 && i <= 11 })
+}
+
+// writeMarkdown writes rows, the first the header, as a markdown table,
+// each cell padded to its column's width, the columns numeric tells
+// aligned right.
+func writeMarkdown(w io.Writer, rows [][]string, numeric func(int) bool) {
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, cell := range row {
@@ -52,27 +59,27 @@ func writeTable(w io.Writer, results []result, cfg runConfig) {
 		}
 	}
 	for i, row := range rows {
-		writeRow(w, row, widths)
+		writeRow(w, row, widths, numeric)
 		if i == 0 {
 			rule := make([]string, len(row))
 			for j, n := range widths {
 				rule[j] = strings.Repeat("-", n)
-				if j >= 2 && j <= 11 {
-					rule[j] = rule[j][:n-1] + ":" // numbers align right
+				if numeric(j) {
+					rule[j] = rule[j][:n-1] + ":"
 				}
 			}
-			writeRow(w, rule, widths)
+			writeRow(w, rule, widths, numeric)
 		}
 	}
 }
 
 // writeRow writes one table row, padding each cell to its column's width.
-func writeRow(w io.Writer, row []string, widths []int) {
+func writeRow(w io.Writer, row []string, widths []int, numeric func(int) bool) {
 	var b strings.Builder
 	b.WriteString("|")
 	for i, cell := range row {
 		pad := strings.Repeat(" ", widths[i]-len([]rune(cell)))
-		if i >= 2 && i <= 11 {
+		if numeric(i) {
 			b.WriteString(" " + pad + cell + " |")
 		} else {
 			b.WriteString(" " + cell + pad + " |")

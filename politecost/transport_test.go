@@ -37,27 +37,6 @@ func (n handlerNext) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// counting counts what a handler answered: its attempts, and those it
-// refused with a 429.
-type counting struct {
-	h                 http.Handler
-	attempts, refused atomic.Int64
-}
-
-func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := httptest.NewRecorder()
-	c.h.ServeHTTP(rec, r)
-	c.attempts.Add(1)
-	if rec.Code == http.StatusTooManyRequests {
-		c.refused.Add(1)
-	}
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-}
-
 // call sends req through tr and reads its answer's body to the end, as a
 // caller does, so that polite settles its cost.
 func call(t *testing.T, tr http.RoundTripper, req *http.Request) (*http.Response, []byte) {
@@ -207,78 +186,11 @@ func TestOpenAIKeysByModel(t *testing.T) {
 	})
 }
 
-// llmLoad is what a closed loop of callers got.
-type llmLoad struct {
-	mu       sync.Mutex
-	admitted float64 // tokens the answers after the warm-up were charged at admission
-	billed   float64 // tokens the answers after the warm-up were billed
-	done     int
-	failed   atomic.Int64
-}
-
-// runLLM runs workers closed-loop callers of tr for length of the
-// bubble's time, each drawing its requests from mix and sending them to
-// url as body makes them, and counts the answers after skip.
-func runLLM(t *testing.T, tr http.RoundTripper, url string, body func(llmfake.Draw) string, workers int, skip, length time.Duration) *llmLoad {
-	t.Helper()
-	mix := llmfake.NewMix(1, 1<<30, false)
-	var mixMu sync.Mutex
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(length))
-	defer cancel()
-	load := &llmLoad{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				mixMu.Lock()
-				d := mix.Next()
-				mixMu.Unlock()
-				callCtx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
-				req := newPost(t, callCtx, url, body(d))
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					stop()
-					load.failed.Add(1)
-					t.Errorf("a call failed: %v", err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				stop()
-				if at := time.Since(start); resp.StatusCode == http.StatusOK && at >= skip && at <= length {
-					load.mu.Lock()
-					load.admitted += float64(d.Estimate())
-					load.billed += float64(d.Bill())
-					load.done++
-					load.mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return load
-}
-
-// admitted returns a function that tells, once the run is over, the
-// share of the token quota per minute tpm that the requests api admitted
-// between from and to are billed (their input and output): the quota's
-// use, as the server counts it.
-func admitted(api *llmfake.API, from, to time.Time, tpm float64) func() float64 {
-	var mu sync.Mutex
-	var billed float64
-	api.Admitted = func(at time.Time, input, output int) {
-		if !at.Before(from) && at.Before(to) {
-			mu.Lock()
-			billed += float64(input + output)
-			mu.Unlock()
-		}
-	}
-	return func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return billed / (tpm * to.Sub(from).Minutes())
-	}
+// runLLM runs 64 closed-loop callers of tr, each sending the next request
+// of the LLM bench's mix to url as body makes it, for 4 minutes of the
+// bubble's time, and counts the answers after the first minute.
+func runLLM(tr http.RoundTripper, url string, body func(llmfake.Draw) string) *llmfake.Load {
+	return llmfake.RunLoad(tr, url, llmfake.NewMix(1, 1<<30, false), body, 64, time.Minute, 4*time.Minute)
 }
 
 // Against the fake OpenAI API (500 requests and 200,000 tokens a minute,
@@ -293,17 +205,19 @@ func TestOpenAIUsesTheTokenQuota(t *testing.T) {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fake := llmfake.NewOpenAI(rpm, tpm)
-				use := admitted(fake, time.Now().Add(time.Minute), time.Now().Add(4*time.Minute), tpm)
-				api := &counting{h: fake}
-				tr := polite.New(handlerNext{api}, politecost.OpenAI())
-				load := runLLM(t, tr, "https://api.openai.com/v1/chat/completions",
-					func(d llmfake.Draw) string { return d.Body("gpt-test", stream, true) }, 64, time.Minute, 4*time.Minute)
-				refused := float64(api.refused.Load()) / float64(api.attempts.Load())
+				billed := llmfake.Billed(fake, time.Now().Add(time.Minute), time.Now().Add(4*time.Minute))
+				tr := polite.New(handlerNext{fake}, politecost.OpenAI())
+				load := runLLM(tr, "https://api.openai.com/v1/chat/completions",
+					func(d llmfake.Draw) string { return d.Body("gpt-test", stream, true) })
+				in, out := billed()
+				use := (in + out) / (tpm * 3)
+				attempts, refusals := fake.Counts()
+				refused := float64(refusals) / float64(attempts)
 				t.Logf("%.3f of the token quota used, %d of %d attempts refused (%.2f%%), %d answered",
-					use(), api.refused.Load(), api.attempts.Load(), 100*refused, load.done)
-				assert.GreaterOrEqual(t, use(), 0.95, "share of the token quota used")
+					use, refusals, attempts, 100*refused, load.Done)
+				assert.GreaterOrEqual(t, use, 0.95, "share of the token quota used")
 				assert.LessOrEqual(t, refused, 0.01, "share of attempts refused")
-				assert.Zero(t, load.failed.Load())
+				assert.Zero(t, load.Failed, "calls failed: %v", load.Err)
 			})
 		})
 	}
@@ -322,28 +236,17 @@ func TestAnthropicUsesTheTokenQuotas(t *testing.T) {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fake := llmfake.NewAnthropic(rpm, itpm, otpm)
-				var mu sync.Mutex
-				var ins, outs float64
-				from, to := time.Now().Add(time.Minute), time.Now().Add(4*time.Minute)
-				fake.Admitted = func(at time.Time, input, output int) {
-					if !at.Before(from) && at.Before(to) {
-						mu.Lock()
-						ins += float64(input)
-						outs += float64(output)
-						mu.Unlock()
-					}
-				}
-				api := &counting{h: fake}
-				tr := polite.New(handlerNext{api}, politecost.Anthropic())
-				load := runLLM(t, tr, "https://api.anthropic.com/v1/messages",
-					func(d llmfake.Draw) string { return d.Body("claude-test", stream, false) }, 64, time.Minute, 4*time.Minute)
-				refused := float64(api.refused.Load()) / float64(api.attempts.Load())
-				mu.Lock()
-				defer mu.Unlock()
+				billed := llmfake.Billed(fake, time.Now().Add(time.Minute), time.Now().Add(4*time.Minute))
+				tr := polite.New(handlerNext{fake}, politecost.Anthropic())
+				load := runLLM(tr, "https://api.anthropic.com/v1/messages",
+					func(d llmfake.Draw) string { return d.Body("claude-test", stream, false) })
+				ins, outs := billed()
+				attempts, refusals := fake.Counts()
+				refused := float64(refusals) / float64(attempts)
 				t.Logf("%.3f of the input quota used, %.3f of the output quota, %d of %d attempts refused (%.2f%%), %d answered",
-					ins/(itpm*3), outs/(otpm*3), api.refused.Load(), api.attempts.Load(), 100*refused, load.done)
+					ins/(itpm*3), outs/(otpm*3), refusals, attempts, 100*refused, load.Done)
 				assert.LessOrEqual(t, refused, 0.01, "share of attempts refused")
-				assert.Zero(t, load.failed.Load())
+				assert.Zero(t, load.Failed, "calls failed: %v", load.Err)
 				assert.GreaterOrEqual(t, max(ins/(itpm*3), outs/(otpm*3)), 0.95, "share of the quota that binds used")
 			})
 		})
@@ -356,16 +259,18 @@ func TestAnthropicUsesTheTokenQuotas(t *testing.T) {
 func TestAzureOpenAIKeepsToItsTPM(t *testing.T) {
 	const rpm, tpm = 1000, 200000
 	synctest.Test(t, func(t *testing.T) {
-		api := &counting{h: llmfake.NewAzure(rpm, tpm)}
-		tr := polite.New(handlerNext{api}, politecost.AzureOpenAI(tpm))
-		load := runLLM(t, tr, "https://contoso.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21",
-			func(d llmfake.Draw) string { return d.Body("gpt-4o", false, false) }, 64, time.Minute, 4*time.Minute)
-		use := load.admitted / (tpm * 3)
-		refused := float64(api.refused.Load()) / float64(api.attempts.Load())
+		fake := llmfake.NewAzure(rpm, tpm)
+		tr := polite.New(handlerNext{fake}, politecost.AzureOpenAI(tpm))
+		load := runLLM(tr, "https://contoso.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21",
+			func(d llmfake.Draw) string { return d.Body("gpt-4o", false, false) })
+		use := load.Estimated / (tpm * 3)
+		attempts, refusals := fake.Counts()
+		refused := float64(refusals) / float64(attempts)
 		t.Logf("%.3f of the token quota admitted, %d of %d attempts refused (%.2f%%), %d answered",
-			use, api.refused.Load(), api.attempts.Load(), 100*refused, load.done)
+			use, refusals, attempts, 100*refused, load.Done)
 		assert.GreaterOrEqual(t, use, 0.9, "share of the token quota used")
 		assert.LessOrEqual(t, refused, 0.01, "share of attempts refused")
+		assert.Zero(t, load.Failed, "calls failed: %v", load.Err)
 		var keys []string
 		for k := range tr.Keys() {
 			keys = append(keys, k.Key)

@@ -57,6 +57,16 @@ type API struct {
 
 	mu               sync.Mutex
 	reqs, toks, outs Bucket // outs: Anthropic's output tokens
+	attempts         int64  // requests decided on, under mu
+	refused          int64  // of those, refused, under mu
+}
+
+// Counts returns the requests the API has decided on, and those of them
+// it refused.
+func (a *API) Counts() (attempts, refused int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.attempts, a.refused
 }
 
 // A Decision is what the API decided about one request, as its Decided
@@ -324,6 +334,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default: // Azure settles nothing
 			d.Kept = d.Charged
 		}
+	}
+	a.attempts++
+	if d.Refused != "" {
+		a.refused++
 	}
 	if a.Decided != nil {
 		a.Decided(d)

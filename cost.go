@@ -238,8 +238,3 @@ func costOf(c Cost) costVec {
 
 // zero reports whether v spends nothing.
 func (v costVec) zero() bool { return v == costVec{} }
-
-// cost returns v as a Cost.
-func (v costVec) cost() Cost {
-	return Cost{Tokens: v[unitTokens], InputTokens: v[unitInputTokens], OutputTokens: v[unitOutputTokens], Points: v[unitPoints], Bytes: v[unitBytes]}
-}

@@ -133,15 +133,18 @@ func TestFailures(t *testing.T) {
 		{Server: "g", Client: "polite", Utilization: 0.99, Rejected: 0.001, Local: 1},
 		{Server: "h", Client: "polite", Utilization: 0.9, Rejected: 0.01, Local: 500}, // its limit changes
 		{Server: "i", Client: "oracle", Utilization: 0.58, Rejected: 0.4},
-		{Server: "i", Client: "polite", Utilization: 0.55, Rejected: 0.02}, // the oracle is refused too: 0.48 is enough
+		{Server: "i", Client: "polite", Utilization: 0.40, Rejected: 0.02}, // the oracle is refused too: 0.348 is enough
+		{Server: "j", Client: "oracle", Utilization: 0.58, Rejected: 0.4},
+		{Server: "j", Client: "polite", Utilization: 0.34, Rejected: 0.02},
 	}
-	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true}
+	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true, "j": true}
 	bad := failures(results, steady)
-	require.Len(t, bad, 4)
+	require.Len(t, bad, 5)
 	assert.Contains(t, bad[0], "b × polite")
 	assert.Contains(t, bad[1], "c × polite")
 	assert.Contains(t, bad[2], "d × polite")
 	assert.Contains(t, bad[3], "g × polite: 1 calls failed locally")
+	assert.Contains(t, bad[4], "j × polite: utilization 0.34 (min 0.35)")
 }
 
 func TestSteadyServers(t *testing.T) {

@@ -61,6 +61,7 @@ type keyExtra struct {
 	fleetAccepted int                     // successes not yet told to the fleet's shared controller
 	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (FleetRequest.Owed)
 	costs         *costState              // the quotas the key's server keeps in tokens or points, under WithCost
+	told          memo                    // what the key last told its Memory, or was recalled from it, under WithMemory
 }
 
 // hold marks ks as held by a call, which will release it when it ends.
@@ -84,7 +85,7 @@ func (ks *keyState) busy(now int64) bool {
 	}
 	defer ks.mu.Unlock()
 	if x := ks.extra; x != nil {
-		if x.inflight > 0 || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 ||
+		if x.inflight > 0 || x.pausedUntil > now || x.queue != nil && x.queue.Len() > 0 || x.slotQueue != nil && x.slotQueue.Len() > 0 ||
 			x.window != nil && x.window.matters(now) || x.costs != nil && x.costs.busy(now) {
 			return true
 		}
@@ -358,9 +359,19 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated 
 		perSecond, burst, enabled = ctl.observe(now, o == outcomeThrottled, stated)
 	}
 	if !enabled {
-		if ks.starting.Load() {
+		switch {
+		case ks.starting.Load():
 			ks.mu.Lock()
 			ks.startLocked(now)
+			ks.mu.Unlock()
+		case mode == AdaptiveDefault && ceiling == rate.Inf:
+			// Gentle forgot a limit a Memory gave (see Gentle.recall): the
+			// key starts over, with a first contact.
+			ks.mu.Lock()
+			if ks.limiter != nil && !ks.starting.Load() {
+				ks.limiter, ks.limit, ks.burst = nil, rate.Inf, 0
+				ks.startLocked(now)
+			}
 			ks.mu.Unlock()
 		}
 		return // the bucket keeps the ceiling it was made with

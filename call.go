@@ -292,6 +292,9 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		}
 		c.observe(ks, now, o, c.heed(ks, &s, throttled, now))
 		c.tellFleet(ks, o)
+		if c.t.cfg.memory != nil {
+			c.remember(ks, now)
+		}
 	}
 	c.attempted(resp, nil, throttled)
 	if throttled {

@@ -173,6 +173,7 @@ type Gentle struct {
 	epoch    uint32    // Unix seconds when base[1]'s epoch began
 	least    uint32    // the least round trip of the round in progress
 	recent   float32   // the rate at which the successes of the last complete round came
+	settled  float32   // W as the last event that probed or found it measured it (see known); 0 if none
 	slot     uint32    // the quarter second, counted from the Unix epoch, that second[slot%5] counts
 	dropped  uint32    // Unix seconds when a limit that stood last dropped; 0 if none
 	accepted int32     // successes of requests sent since the last event
@@ -184,6 +185,7 @@ type Gentle struct {
 	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
+	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
 
 	responses meter // all responses
 }
@@ -251,6 +253,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 	}
 	if stated > 0 {
 		g.stated = stated
+		g.recalled &^= recalledStated
 		if g.enabled && (g.floor || g.limit > stated) {
 			g.limit, g.floor = stated, false
 		}
@@ -290,10 +293,13 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		}
 		return g.state()
 	}
+	if order < 0 {
+		// In flight at the last event (or when a limit a Memory gave was
+		// forgotten): the same congestion event.
+		return g.state()
+	}
 	if g.enabled {
 		switch {
-		case order < 0:
-			return g.state() // the same congestion event
 		case sent == noSend && (n-g.since < int64(gentleCooldown) || g.accepted == 0), order == 0:
 			if g.accepted == 0 && phase%2 == 1 && (sent == noSend || sent == phase) {
 				// Sent since the event and since the last halving, refused
@@ -319,8 +325,33 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 // congestion records a congestion event at n (Unix nanoseconds) and
 // measures the limit. It requires g.mu held.
 func (g *Gentle) congestion(n int64) {
+	if g.recalled&recalledLimit != 0 {
+		recalled := g.recalled
+		g.recalled = 0
+		if nanosToSeconds(n-g.ramp) <= g.hold(n) {
+			// A limit a Memory gave, refused while the rate held below it:
+			// it is stale. g forgets it and starts over as a key with no
+			// history does, from a first contact: measured from what was
+			// accepted since, a limit would be far too low where the
+			// server queues or counts in windows, and climbing from that
+			// floor would meet the refusals of the stale rate's queue.
+			stated := g.stated
+			if recalled&recalledStated != 0 {
+				stated = 0
+			}
+			g.forgetLocked(n)
+			g.stated = stated
+			return
+		}
+	}
 	span := nanosToSeconds(n - g.since)
 	previous := g.limit
+	// An event that ends the climb from a floor, or a probe (while the
+	// limit is found, there is no hold), measures the limit as it stands;
+	// one while the rate holds may come of a moment's trouble (a server
+	// that counts refusals locks the client out for a while), and the
+	// next probe tells whether the limit moved.
+	settles := g.enabled && (g.floor || nanosToSeconds(n-g.ramp) > g.hold(n))
 	measured := float64(g.accepted) / math.Max(span, 1e-3)
 	switch {
 	case !g.enabled && g.stated > 0:
@@ -359,6 +390,9 @@ func (g *Gentle) congestion(n int64) {
 		g.limit = math.Min(g.limit, g.stated)
 	}
 	g.limit = math.Max(g.limit, gentleMinRate)
+	if settles {
+		g.settled = float32(g.limit)
+	}
 	g.finding = !g.enabled || g.floor || g.limit > 1.05*previous
 	g.enabled = true
 	g.untimed.Store(false)
@@ -367,6 +401,19 @@ func (g *Gentle) congestion(n int64) {
 	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
 	g.recent, g.sampled = 0, 0 // a round measures what came after the event
 	g.rate = g.curve(n)
+}
+
+// forgetLocked makes g, at n (Unix nanoseconds), a Gentle with no
+// history, as init does, but for what it knows of round trips. It
+// requires g.mu held.
+func (g *Gentle) forgetLocked(n int64) {
+	g.since, g.ramp, g.last, g.frozen, g.round = n, n, n, 0, 0
+	g.rate, g.limit, g.stated = 0, 0, 0
+	g.enabled, g.floor, g.finding, g.fresh, g.queued = false, false, false, false, false
+	g.accepted, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, 0, 0, 0, 0, 0
+	g.second, g.least = [5]uint16{}, 0
+	g.event = g.phase.Load() | 1
+	g.phase.Store(g.event + 1)
 }
 
 // hold returns how long the rate holds before a probe, in seconds, at n

@@ -53,6 +53,7 @@ type config struct {
 	quotas        [numUnits]configuredQuota // WithQuota's, by unit
 	throttleBody  throttleBody              // WithThrottleBody's; read nil: none
 	costs         bool                      // requests may cost more than a request (costing), set by New
+	memory        Memory                    // WithMemory's; nil if none
 }
 
 // Options returns an Option that applies opts in order: a bundle of

@@ -22,7 +22,7 @@ func TestPropertyBucket(t *testing.T) {
 		cfg.perSecond, cfg.burst = validRate(
 			rapid.Float64Range(0.001, 1000).Draw(t, "perSecond"),
 			rapid.IntRange(1, 50).Draw(t, "burst"))
-		ks := newRegistry(&cfg).newKeyState(propertyStart)
+		ks := newRegistry(&cfg).newKeyState("k", propertyStart)
 		now, granted := propertyStart, 0
 		var queued []*list.Element
 		t.Repeat(map[string]func(*rapid.T){

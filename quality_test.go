@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 )
 
@@ -259,16 +261,20 @@ var qualityClients = []string{"oracle", "polite", "polite-cubic", "polite-off"}
 func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 	var r result
 	synctest.Test(t, func(t *testing.T) {
+		var memory *polite.FileMemory
+		switch client {
+		case "polite-memory":
+			memory = sc.learn(t, seed, 1)
+		case "polite-memory-stale":
+			memory = sc.learn(t, seed, 2)
+		}
 		time.Sleep(phase(seed))
 		start := time.Now()
-		workers := cmp.Or(sc.workers, qualityWorkers)
-		srv := &limitServer{start: start, schedule: sc.schedule, down: sc.down, limiter: sc.limiter(),
-			latency: cmp.Or(sc.latency, qualityLatency)}
-		for w := range workers {
-			srv.jitter = append(srv.jitter, rand.New(rand.NewPCG(seed, uint64(w))))
-		}
+		srv := sc.server(start, sc.schedule, seed)
 		var rt http.RoundTripper
 		switch client {
+		case "polite-memory", "polite-memory-stale":
+			rt = polite.New(srv, polite.WithSeed(seed), polite.WithMemory(memory))
 		case "oracle":
 			rt = &oracle{server: srv, limiter: rate.NewLimiter(rate.Limit(sc.schedule[0].limit), 1)}
 		case "polite":
@@ -282,46 +288,90 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 		default:
 			t.Fatalf("no client %q", client)
 		}
-		var mu sync.Mutex
-		var outcomes []outcome
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				for time.Since(start) < sc.length {
-					begin := time.Now()
-					ctx, cancel := context.WithTimeout(t.Context(), qualityDeadline)
-					req := mustRequest(t, ctx, "http://api.test/")
-					req.Header.Set("Worker", strconv.Itoa(w))
-					resp, err := rt.RoundTrip(req)
-					o := outcome{took: time.Since(begin)}
-					if err == nil {
-						o.ok = resp.StatusCode/100 == 2
-						resp.Body.Close()
-					}
-					cancel()
-					if time.Since(start) >= sc.length {
-						break // as in the bench: a call that ends after the run is not counted
-					}
-					var throttled *polite.ThrottledError
-					o.local = errors.As(err, &throttled) || errors.Is(err, polite.ErrRetryBudgetExhausted)
-					o.deadlineError = errors.Is(err, context.DeadlineExceeded)
-					mu.Lock()
-					outcomes = append(outcomes, o)
-					mu.Unlock()
-					if o.local {
-						// A call refused at once takes no time, and fake time
-						// moves only when every goroutine waits: a worker
-						// that spun here would stop the clock. The bench's
-						// workers spin (and count far more such calls).
-						time.Sleep(time.Millisecond)
-					}
-				}
-			})
+		outcomes := sc.drive(t, rt, start)
+		if memory != nil {
+			assert.NoError(t, memory.Close())
 		}
-		wg.Wait()
 		r = sc.measure(srv, client, outcomes)
 	})
 	return r
+}
+
+// server returns the scenario's server, started at start, with schedule,
+// its jitter drawn from seed.
+func (sc scenario) server(start time.Time, schedule []step, seed uint64) *limitServer {
+	srv := &limitServer{start: start, schedule: schedule, down: sc.down, limiter: sc.limiter(),
+		latency: cmp.Or(sc.latency, qualityLatency)}
+	for w := range cmp.Or(sc.workers, qualityWorkers) {
+		srv.jitter = append(srv.jitter, rand.New(rand.NewPCG(seed, uint64(w))))
+	}
+	return srv
+}
+
+// learn runs the scenario's server at scale times its first limit for
+// learnFor through a Transport with a FileMemory, as a process that ran
+// before, and returns the memory it left, reopened from its file, at the
+// next whole second after that.
+func (sc scenario) learn(t *testing.T, seed uint64, scale float64) *polite.FileMemory {
+	const learnFor = 20 * time.Second
+	path := filepath.Join(t.TempDir(), "memory")
+	before, err := polite.OpenFileMemory(path)
+	require.NoError(t, err)
+	start := time.Now()
+	srv := sc.server(start, []step{{0, scale * sc.schedule[0].limit}}, seed)
+	learning := sc
+	learning.length = learnFor
+	learning.drive(t, polite.New(srv, polite.WithSeed(seed), polite.WithMemory(before)), start)
+	require.NoError(t, before.Close())
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	after, err := polite.OpenFileMemory(path)
+	require.NoError(t, err)
+	require.Equal(t, 1, after.Len(), "what the first process learnt")
+	return after
+}
+
+// drive runs the scenario's closed-loop workers through rt from start for
+// its length, and returns what each call came to.
+func (sc scenario) drive(t *testing.T, rt http.RoundTripper, start time.Time) []outcome {
+	workers := cmp.Or(sc.workers, qualityWorkers)
+	var mu sync.Mutex
+	var outcomes []outcome
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for time.Since(start) < sc.length {
+				begin := time.Now()
+				ctx, cancel := context.WithTimeout(t.Context(), qualityDeadline)
+				req := mustRequest(t, ctx, "http://api.test/")
+				req.Header.Set("Worker", strconv.Itoa(w))
+				resp, err := rt.RoundTrip(req)
+				o := outcome{took: time.Since(begin)}
+				if err == nil {
+					o.ok = resp.StatusCode/100 == 2
+					resp.Body.Close()
+				}
+				cancel()
+				if time.Since(start) >= sc.length {
+					break // as in the bench: a call that ends after the run is not counted
+				}
+				var throttled *polite.ThrottledError
+				o.local = errors.As(err, &throttled) || errors.Is(err, polite.ErrRetryBudgetExhausted)
+				o.deadlineError = errors.Is(err, context.DeadlineExceeded)
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+				if o.local {
+					// A call refused at once takes no time, and fake time
+					// moves only when every goroutine waits: a worker
+					// that spun here would stop the clock. The bench's
+					// workers spin (and count far more such calls).
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return outcomes
 }
 
 // allowance returns what the limit allows in the bin starting at, nothing

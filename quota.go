@@ -263,6 +263,17 @@ func (q *serverQuota) spentUntil() time.Time {
 	return q.resetAt
 }
 
+// statedWindow returns the window the server stated for the quota; 0 if
+// it stated none.
+func (q *serverQuota) statedWindow() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.stated {
+		return 0
+	}
+	return q.window
+}
+
 // rate returns the quota's rate less the margin, requests per second; 0
 // if unknown.
 func (q *serverQuota) rate() float64 {

@@ -28,8 +28,8 @@ const shards = 64
 type table[V any] struct {
 	idle   int64 // the idle timeout, in nanoseconds
 	seed   maphash.Seed
-	fresh  func(now time.Time) *V     // makes the value of a new key
-	busy   func(v *V, now int64) bool // reports whether v must outlive its key's idleness; nil: never
+	fresh  func(key string, now time.Time) *V // makes the value of a new key
+	busy   func(v *V, now int64) bool         // reports whether v must outlive its key's idleness; nil: never
 	shards [shards]shard[V]
 }
 
@@ -46,7 +46,7 @@ type shard[V any] struct {
 	_ [64]byte // keep shards on separate cache lines
 }
 
-func (tb *table[V]) init(idle time.Duration, fresh func(time.Time) *V, busy func(*V, int64) bool) {
+func (tb *table[V]) init(idle time.Duration, fresh func(string, time.Time) *V, busy func(*V, int64) bool) {
 	tb.idle, tb.seed, tb.fresh, tb.busy = int64(idle), maphash.MakeSeed(), fresh, busy
 	for i := range tb.shards {
 		tb.shards[i].young = make(map[string]*V)
@@ -107,7 +107,7 @@ func (tb *table[V]) ensureIn(sh *shard[V], key string, create bool, hold func(*V
 		if v = sh.old[key]; v != nil {
 			delete(sh.old, key)
 		} else {
-			v = tb.fresh(time.Now())
+			v = tb.fresh(key, time.Now())
 		}
 		// A key is often part of a longer string (the host of a URL): held
 		// as is, it would keep all of that alive.
@@ -220,7 +220,8 @@ type registry struct {
 	perSecond float64 // 0: no local limit
 	burst     int
 	adaptive  AdaptiveMode
-	stateless bool // keys need no state until their server asks for a pause
+	stateless bool   // keys need no state until their server asks for a pause
+	memory    Memory // WithMemory's; nil if none
 }
 
 func newRegistry(cfg *config) *registry {
@@ -228,7 +229,8 @@ func newRegistry(cfg *config) *registry {
 		perSecond: cfg.perSecond,
 		burst:     cfg.burst,
 		adaptive:  cfg.adaptive,
-		stateless: cfg.perSecond == 0 && cfg.adaptive == AdaptiveOff && cfg.maxInFlight == 0,
+		stateless: cfg.perSecond == 0 && cfg.adaptive == AdaptiveOff && cfg.maxInFlight == 0 && cfg.memory == nil,
+		memory:    cfg.memory,
 	}
 	r.init(cfg.idle, r.newKeyState, (*keyState).busy)
 	return r
@@ -262,7 +264,9 @@ func bucketKey(host, name string) string {
 	return "\x00bucket\x00" + host + "\x00" + name
 }
 
-func (r *registry) newKeyState(now time.Time) *keyState {
+// newKeyState makes the state of key at now: a new key's, or one
+// remembered by the Transport's Memory.
+func (r *registry) newKeyState(key string, now time.Time) *keyState {
 	ks := &keyState{limit: rate.Inf}
 	switch r.adaptive {
 	case AdaptiveDefault:
@@ -275,6 +279,12 @@ func (r *registry) newKeyState(now time.Time) *keyState {
 	if r.perSecond > 0 {
 		ks.limit, ks.burst = rate.Limit(r.perSecond), int32(min(r.burst, math.MaxInt32))
 		ks.limiter = rate.NewLimiter(ks.limit, int(ks.burst))
+	}
+	if r.memory != nil && !isBucketKey(key) {
+		if rec, ok := r.memory.Recall(key); ok {
+			ceiling, cap := r.ceiling()
+			ks.recallLocked(rec, now, r.adaptive, ceiling, cap)
+		}
 	}
 	return ks
 }

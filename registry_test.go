@@ -31,7 +31,7 @@ func held[V any](tb *table[V], key string) *V {
 
 func newIntTable(idle time.Duration, busy func(*int, int64) bool) *table[int] {
 	tb := new(table[int])
-	tb.init(idle, func(time.Time) *int { return new(int) }, busy)
+	tb.init(idle, func(string, time.Time) *int { return new(int) }, busy)
 	return tb
 }
 

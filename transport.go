@@ -301,7 +301,7 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	}
 	if cfg.crawlDelay {
 		t.robots = new(table[robotsEntry])
-		t.robots.init(cfg.idle, func(time.Time) *robotsEntry { return new(robotsEntry) }, (*robotsEntry).busy)
+		t.robots.init(cfg.idle, func(string, time.Time) *robotsEntry { return new(robotsEntry) }, (*robotsEntry).busy)
 	}
 	if h := cfg.hooks.OnNew; h != nil {
 		h(t)

@@ -2,11 +2,13 @@ package fleet
 
 import "github.com/politehttp/polite"
 
-// RedisKey returns the Redis key of polite key key with suffix s, m or w,
-// under namespace ns.
+// RedisKey returns the Redis key of polite key key with suffix s, m, w or
+// r (its memory), under namespace ns.
 func RedisKey(ns, key, suffix string) string {
 	f := &Fleet{ns: ns}
 	switch suffix {
+	case "r":
+		return f.memoryKey(key)
 	case "s":
 		return f.keys(key)[0]
 	case "w":

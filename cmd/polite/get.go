@@ -29,6 +29,14 @@ gets more than its share of them, so that a slow host does not hold them all;
 a URL asleep before a retry (a Retry-After, a backoff) lends its worker to
 another meanwhile. Redirects are followed (up to 10).
 
+What polite learns of each host (the limit its server states, or the one
+polite measures from its throttles; a pause it asks for, such as a
+Retry-After of an hour) is remembered across runs, in polite/memory in the
+user's cache directory or the -memory FILE: a run the next day starts each
+host at its limit, without a first round of refusals, and sends nothing to a
+host before a pause it asked for has ended. A limit is trusted for 24
+hours; -no-memory starts every host from nothing.
+
 Bodies of 2xx responses go to stdout, whole, in the order the URLs finish,
 or with -o DIR each to its own file in DIR (made if needed). A file's name
 is the URL's host and path, with every character but letters, digits, '.',
@@ -64,6 +72,7 @@ no error: nothing is fetched and the status is 0.
 // getFlags are the flags of polite get.
 type getFlags struct {
 	transport transportFlags
+	memory    memoryFlags
 	input     string
 	outDir    string
 	jsonl     string
@@ -73,6 +82,7 @@ type getFlags struct {
 // register defines the flags on fs.
 func (f *getFlags) register(fs *flag.FlagSet) {
 	f.transport.register(fs)
+	f.memory.register(fs)
 	fs.StringVar(&f.input, "i", "", "read the URLs from `FILE`, one a line (- for stdin)")
 	fs.StringVar(&f.outDir, "o", "", "write each body to a file in `DIR` rather than to stdout")
 	fs.StringVar(&f.jsonl, "jsonl", "", "write one JSON line per URL to `FILE` (- for stdout, with -o only)")
@@ -126,8 +136,10 @@ func runGet(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "polite get: %v\n", err)
 		return exitFailure
 	}
-	g := newGetter(&f, out, lines, e)
+	mem, closeMemory := f.memory.open(e, "get")
+	g := newGetter(&f, out, lines, mem, e)
 	sum := g.run(ctx, urls)
+	closeMemory()
 	if err := closeLines(); err != nil && sum.fault == nil {
 		sum.fault = err
 	}
@@ -186,8 +198,9 @@ type getter struct {
 }
 
 // newGetter returns a getter that fetches with the Transport f asks for,
-// writes bodies to out and JSON lines to lines (if not nil).
-func newGetter(f *getFlags, out bodySink, lines *jsonlWriter, e *env) *getter {
+// remembering in mem (if not nil), writes bodies to out and JSON lines to
+// lines (if not nil).
+func newGetter(f *getFlags, out bodySink, lines *jsonlWriter, mem *polite.FileMemory, e *env) *getter {
 	t := new(getTally)
 	next := http.DefaultTransport.(*http.Transport).Clone()
 	// Keep a connection for each worker that may be busy with one host,
@@ -196,6 +209,9 @@ func newGetter(f *getFlags, out bodySink, lines *jsonlWriter, e *env) *getter {
 	next.MaxIdleConnsPerHost = f.workers
 	next.MaxIdleConns = max(next.MaxIdleConns, 2*f.workers)
 	opts := append(f.transport.options(), polite.WithHooks(t.hooks()))
+	if mem != nil {
+		opts = append(opts, polite.WithMemory(mem))
+	}
 	return &getter{
 		flags:  f,
 		client: &http.Client{Transport: polite.New(wireTimer{next: next}, opts...)},

@@ -92,7 +92,10 @@ func runPoliteIn(t *testing.T, dir, stdin string, env []string, limit time.Durat
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	// The user's cache directory is the test's own: what polite get and
+	// inspect remember of the hosts of one test (ports that come again)
+	// must not reach another, nor the machine's.
+	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir()), env...)
 	cmd.Stdin = bytes.NewBufferString(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -26,6 +26,10 @@ retried. With -json, prints the parsed signals as one JSON object
 
 Some APIs send their rate-limit headers only on GET, or only to callers
 who authenticate: use -X GET and -H 'Authorization: …'.
+
+What polite remembers of the host from earlier runs of get and inspect
+(-memory) is shown too, as it was before the request, and what the request
+teaches is remembered.
 `
 
 // runInspect runs polite inspect.
@@ -37,6 +41,8 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 	fs.Var(&headers, "H", "a request header, as 'Name: value' (repeatable)")
 	var tf transportFlags
 	tf.registerPacing(fs, 30*time.Second)
+	var mf memoryFlags
+	mf.register(fs)
 	if code := parseFlags(fs, args, e); code >= 0 {
 		return code
 	}
@@ -64,12 +70,24 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 
 	next := http.DefaultTransport.(*http.Transport).Clone()
 	defer next.CloseIdleConnections()
-	tr := polite.New(next, tf.options()...) // one attempt: tf has no retries
-	key := strings.ToLower(req.URL.Host)    // polite's default key
+	key := strings.ToLower(req.URL.Host) // polite's default key
+	opts := tf.options()                 // one attempt: tf has no retries
+	mem, closeMemory := mf.open(e, "inspect")
+	defer closeMemory()
+	var remembered polite.Remembered
+	var known bool
+	if mem != nil {
+		remembered, known = mem.Recall(key)
+		opts = append(opts, polite.WithMemory(mem))
+	}
+	tr := polite.New(next, opts...)
 	start := time.Now()
 	resp, err := tr.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "polite inspect: %v\n", err)
+		if mem != nil {
+			fmt.Fprintf(e.stderr, "polite inspect: remembered for %s: %s\n", key, describeMemory(remembered, known, time.Now()))
+		}
 		return exitFailure
 	}
 	now := time.Now()
@@ -90,6 +108,7 @@ func runInspect(ctx context.Context, args []string, e *env) int {
 	report := inspection{
 		req: req, resp: resp, took: now.Sub(start), now: now,
 		signals: signals, status: status, maxRetryAfter: tf.maxRetryAfter, rate: float64(tf.rate),
+		memory: mem != nil, remembered: remembered, known: known,
 	}
 	if err := report.write(e.stdout); err != nil {
 		fmt.Fprintf(e.stderr, "polite inspect: %v\n", err)
@@ -118,6 +137,9 @@ type inspection struct {
 	status        polite.KeyStatus
 	maxRetryAfter time.Duration
 	rate          float64 // -rate, 0 if none
+	memory        bool    // a memory was used
+	remembered    polite.Remembered
+	known         bool // the memory held remembered for the host before the request
 }
 
 // write prints the inspection for a reader.
@@ -201,6 +223,9 @@ func (in *inspection) write(w io.Writer) error {
 	}
 	if in.status.Limit > 0 {
 		fmt.Fprintf(tw, "  server limit\t%s requests/s, as polite knows it\n", number(in.status.Limit))
+	}
+	if in.memory {
+		fmt.Fprintf(tw, "  remembered\t%s\n", describeMemory(in.remembered, in.known, in.now))
 	}
 	if len(names) == 0 && in.req.Method == http.MethodHead {
 		fmt.Fprintf(tw, "\nSome APIs send their limits only on GET: try -X GET.\n")

@@ -44,6 +44,7 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	userCacheDir   func() (string, error) // os.UserCacheDir; nil: none
 }
 
 // A command is one subcommand of polite.
@@ -71,10 +72,11 @@ func main() {
 		stop()
 	}()
 	e := &env{
-		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		getenv: os.Getenv,
+		stdin:        os.Stdin,
+		stdout:       os.Stdout,
+		stderr:       os.Stderr,
+		getenv:       os.Getenv,
+		userCacheDir: os.UserCacheDir,
 	}
 	os.Exit(run(ctx, os.Args[1:], e))
 }

@@ -1,0 +1,243 @@
+package polite
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// MemoryMaxAge is how long a limit a [Memory] holds is trusted: a
+// Transport starts a key at a remembered limit learnt or confirmed within
+// it, and ignores an older one. A remembered pause is kept to its end
+// whatever its age (at most an hour after it was asked for, as the
+// Transport keeps any server pause).
+const MemoryMaxAge = 24 * time.Hour
+
+// memoryRefresh is how often a key whose limit stands is told to its
+// Memory again, so that a limit confirmed every day is never forgotten.
+const memoryRefresh = time.Hour
+
+// memoryChange is the share by which a key's limit must move to be told to
+// its Memory again before memoryRefresh: smaller moves are noise.
+const memoryChange = 0.02
+
+// memorySkew is how far in the future a remembered instant may be before
+// the record is taken for broken (a clock set wrong, a hostile file).
+const memorySkew = time.Minute
+
+// Memory keeps what a Transport learnt of its keys' servers, so that a
+// Transport made later, after a restart or in another process, starts
+// from it rather than from nothing (see [WithMemory]). polite provides
+// two: [OpenFileMemory], one file on disk, and the fleet's (package
+// fleet), in Redis, shared by a fleet's processes.
+//
+// Both methods are called on the path of a request: they must return at
+// once, from the process's memory, and never wait on I/O (a store that
+// persists does so in the background). They must be safe for concurrent
+// use.
+type Memory interface {
+	// Recall returns what is remembered of key, and whether anything
+	// is. A Transport calls it once, when the key is first used (or
+	// used again after it was forgotten for idleness).
+	Recall(key string) (Remembered, bool)
+	// Remember keeps r as what is known of key, in place of what was.
+	// A Transport calls it when what it knows of the key changes: a
+	// limit learnt or moved, a pause asked for, or an hour after it last
+	// told a limit that stands.
+	Remember(key string, r Remembered)
+}
+
+// Remembered is what a Transport learnt of one key's server that is worth
+// keeping across processes. Its zero value remembers nothing.
+type Remembered struct {
+	// Limit is the server's limit, in requests per second: the rate of
+	// the quota it stated in its headers, or the limit polite measured
+	// from its throttles; 0 if unknown.
+	Limit float64
+	// Stated reports that the server stated Limit in its headers.
+	Stated bool
+	// Window is the window of the quota the server stated, if it stated
+	// one (the quota is Limit·Window requests per Window); 0 if not.
+	Window time.Duration
+	// PausedUntil is when a pause the server asked for ends (a
+	// Retry-After that holds the key, a quota spent until its reset);
+	// zero if none.
+	PausedUntil time.Time
+	// At is when Limit was learnt or last confirmed.
+	At time.Time
+}
+
+// WithMemory makes the Transport remember what it learns of each key's
+// server in m, and start each key it has no state for from what m
+// remembers:
+//
+//   - a limit learnt or confirmed within [MemoryMaxAge] is where the key's
+//     controller starts (under [AdaptiveDefault]): its rate holds just
+//     below it from the first request, with no first contact to find it
+//     again. It is a hint, not the truth: a server that states its limit
+//     corrects it on its first answer; a throttle while the rate holds
+//     below it shows it stale, and the key starts over as one with no
+//     history does (no worse than without memory, but for the requests
+//     refused before that throttle);
+//   - a pause the server asked for is kept to its end: no request goes
+//     to the key before it (nor, under [WithFleet], to the key's fleet).
+//
+// A record that makes no sense (a limit not a positive finite number, an
+// instant far in the future, a pause longer than the Transport keeps) is
+// ignored or cut to size, never trusted. m is called on the path of
+// requests and must not block (see [Memory]).
+//
+// Default: nil, a Transport starts every key from nothing.
+func WithMemory(m Memory) Option {
+	return func(c *config) { c.memory = m }
+}
+
+// memo is what a key's state last told its Memory.
+type memo struct {
+	limit  float64
+	stated bool
+	paused int64 // Unix nanoseconds; 0 if none
+	at     int64 // Unix nanoseconds of the telling
+}
+
+// recallLocked starts ks, a state just made at now, from what mode's
+// controller and the ceiling (the WithRate rate and burst) allow of r. It
+// requires ks.mu held, or ks not yet shared.
+func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode, ceiling rate.Limit, cap int) {
+	n := now.UnixNano()
+	at := r.At.UnixNano()
+	if r.At.IsZero() || at > n+int64(memorySkew) {
+		return // when it was learnt is unknown, or not yet: a broken record
+	}
+	if until := r.PausedUntil.UnixNano(); !r.PausedUntil.IsZero() && until > n {
+		// Kept to its end, but no longer than the Transport keeps a pause.
+		until = min(until, n+int64(maxPause))
+		x := ks.extraLocked()
+		x.pausedUntil = until
+		x.told.paused = until
+	}
+	limit := r.Limit
+	if mode != AdaptiveDefault || n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
+		return
+	}
+	limit = min(max(limit, gentleMinRate), gentleMaxRate)
+	ks.gentle.recall(now, limit, r.Stated)
+	x := ks.extraLocked()
+	x.told.limit, x.told.stated, x.told.at = limit, r.Stated, at
+	// Gentle's bucket holds a single request (see observe).
+	ks.limit, ks.burst = min(ceiling, rate.Limit(ks.gentle.Rate())), int32(min(1, cap))
+	if ks.limiter == nil {
+		ks.limiter = rate.NewLimiter(ks.limit, int(ks.burst))
+	} else {
+		ks.limiter.SetLimitAt(now, ks.limit)
+		ks.limiter.SetBurstAt(now, int(ks.burst))
+	}
+}
+
+// recall starts g at now from a limit a Memory remembered (requests per
+// second; stated reports that the server stated it): as after a
+// congestion event that measured it, the rate holds just below it, then
+// probes; a throttle measures it again, as after any event.
+func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := now.UnixNano()
+	g.limit, g.floor, g.finding, g.fresh, g.enabled = limit, false, false, false, true
+	g.settled, g.recalled = float32(limit), recalledLimit
+	if stated {
+		g.stated = limit
+		g.recalled |= recalledStated
+	}
+	g.untimed.Store(false)
+	// An event, and a success since: the first throttle is an event of
+	// its own, which measures the limit again.
+	g.event = g.phase.Load() | 1
+	g.phase.Store(g.event + 1)
+	g.since, g.ramp = n, n
+	g.rate = g.curve(n)
+}
+
+// The bits of Gentle.recalled.
+const (
+	recalledLimit  = 1 << iota // the estimate is a Memory's, and no throttle has come since
+	recalledStated             // the stated limit is a Memory's, and no answer has stated one since
+)
+
+// known returns the server's limit as g knows it, worth remembering, and
+// whether the server stated it: the limit the server states, or the
+// estimate as the last event that probed or found it measured it; 0 if
+// neither. (An event while the rate holds may come of a moment's trouble,
+// and the next probe says whether the limit moved: a process remembered
+// at that moment would start too low.)
+func (g *Gentle) known() (limit float64, stated bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stated > 0 {
+		return g.stated, true
+	}
+	return float64(g.settled), false
+}
+
+// remember tells the Transport's Memory what the call's key learnt, if
+// that changed since it last told it: its limit, or a pause.
+func (c *call) remember(ks *keyState, now time.Time) {
+	m := c.t.cfg.memory
+	if m == nil || isBucketKey(c.key) {
+		return
+	}
+	var limit float64
+	var stated bool
+	if c.t.keys.adaptive == AdaptiveDefault {
+		limit, stated = ks.gentle.known()
+	}
+	n := now.UnixNano()
+	ks.mu.Lock()
+	var paused int64
+	var window time.Duration
+	if x := ks.extra; x != nil {
+		if x.pausedUntil > n {
+			paused = x.pausedUntil
+		}
+		if q := x.quota; q != nil {
+			if until := q.spentUntil(); until.UnixNano() > max(paused, n) {
+				paused = until.UnixNano()
+			}
+			window = q.statedWindow()
+		}
+	} else if limit == 0 {
+		ks.mu.Unlock()
+		return // nothing learnt, nothing told
+	}
+	x := ks.extraLocked()
+	told := x.told
+	moved := limit > 0 && (math.Abs(limit-told.limit) > memoryChange*told.limit || stated != told.stated ||
+		n-told.at >= int64(memoryRefresh))
+	if !moved && paused <= told.paused {
+		ks.mu.Unlock()
+		return
+	}
+	if limit > 0 {
+		x.told.limit, x.told.stated, x.told.at = limit, stated, n
+	}
+	x.told.paused = max(paused, told.paused)
+	ks.mu.Unlock()
+	r := Remembered{Limit: limit, Stated: stated, At: now}
+	if stated {
+		r.Window = window
+	}
+	if limit == 0 && told.limit > 0 {
+		// A pause, with no limit known since the key's state was made: the
+		// limit told before stands, as old as it was.
+		r.Limit, r.Stated, r.At = told.limit, told.stated, time.Unix(0, told.at)
+	}
+	if paused > n {
+		r.PausedUntil = time.Unix(0, paused)
+	}
+	m.Remember(c.key, r)
+}
+
+// isBucketKey reports whether key is the registry's key of a bucket a
+// server named (bucketKey), not a request key.
+func isBucketKey(key string) bool { return strings.HasPrefix(key, "\x00bucket\x00") }

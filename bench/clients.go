@@ -19,6 +19,12 @@ type client struct {
 	name string
 	// build returns the client for one run, sending through tr.
 	build func(tr http.RoundTripper, cfg clientConfig) *http.Client
+	// learn, if not 0, makes the run a restart: a process before it runs
+	// polite with a FileMemory for learnFor against another instance of
+	// the server, its limit learn times the run's (2: the limit has halved
+	// since), and the run's client starts from that memory
+	// (clientConfig.memory). See run.
+	learn float64
 }
 
 // clientConfig is what a client may know of a run. Only the oracle looks.
@@ -31,6 +37,7 @@ type clientConfig struct {
 	cleanup  func(func())  // registers what to close when the run ends
 	trace    bool          // print the polite client's attempts (see tracer)
 	share    float64       // the part of the limit the oracle paces at; 0 or 1: all of it
+	memory   polite.Memory // what the process before left, for a client that learns (client.learn)
 }
 
 // clients returns every client, in the order the table lists them.
@@ -43,6 +50,8 @@ func clients() []client {
 			}
 			return &http.Client{Transport: polite.New(tr)}
 		}},
+		{name: "polite-memory", learn: 1, build: withMemory},
+		{name: "polite-memory-stale", learn: 2, build: withMemory},
 		{name: "polite-cubic", build: func(tr http.RoundTripper, _ clientConfig) *http.Client {
 			return &http.Client{Transport: polite.New(tr, polite.WithAdaptive(polite.AdaptiveCubic))}
 		}},
@@ -60,6 +69,18 @@ func clients() []client {
 		}},
 	}, fleetClients()...)
 }
+
+// withMemory returns polite with defaults and the memory the process
+// before left.
+func withMemory(tr http.RoundTripper, cfg clientConfig) *http.Client {
+	return &http.Client{Transport: polite.New(tr, polite.WithMemory(cfg.memory), hostnameKey)}
+}
+
+// hostnameKey keys requests by the host's name, without its port, for
+// the clients with memory and the process before them: each instance of
+// a server listens on a port of its own, where a real API's address is
+// the same after a restart.
+var hostnameKey = polite.WithKey(func(r *http.Request) string { return r.URL.Hostname() })
 
 // newTransport returns a fresh transport that keeps an idle connection for
 // each of workers.

@@ -52,6 +52,10 @@ type result struct {
 	// run's start: what went through, and what was refused.
 	Timeline []bin `json:"timeline,omitempty"`
 
+	// FirstSecond is the utilization of the run's first second, for a
+	// client that restarts with memory (client.learn); 0 for others.
+	FirstSecond float64 `json:"first_second,omitempty"`
+
 	// Skipped says why the pair was not run, Err why it failed.
 	Skipped string `json:"skipped,omitempty"`
 	Err     string `json:"error,omitempty"`

@@ -41,7 +41,7 @@ func writeTable(w io.Writer, results []result, cfg runConfig) {
 				fmt.Sprintf("%.2f", r.AttemptsPerCall),
 				formatDuration(r.P50), formatDuration(r.P99), formatDuration(r.P99OK),
 				strconv.Itoa(r.Calls), strconv.Itoa(r.Failed),
-				perSecondCell(r.LocalPerSecond), strconv.Itoa(r.TimedOut), "",
+				perSecondCell(r.LocalPerSecond), strconv.Itoa(r.TimedOut), firstSecondNote(r),
 			})
 		}
 	}
@@ -202,4 +202,13 @@ func steadyServers(srvs []server, limit float64) map[string]bool {
 		steady[s.name] = !p.outage && p.rates[0] == p.rates[1] && p.rates[1] == p.rates[2]
 	}
 	return steady
+}
+
+// firstSecondNote returns the note of a client that restarts with memory:
+// the utilization of its first second.
+func firstSecondNote(r result) string {
+	if r.FirstSecond == 0 {
+		return ""
+	}
+	return fmt.Sprintf("first second %.2f", r.FirstSecond)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -40,12 +42,19 @@ type workerStats struct {
 // run runs one client against a fresh instance of one server for
 // cfg.duration and measures both sides.
 func run(s server, c client, cfg runConfig) (result, error) {
+	var memory *polite.FileMemory
+	if c.learn > 0 {
+		var err error
+		if memory, err = learn(s, c.learn, cfg); err != nil {
+			return result{}, fmt.Errorf("the process before: %w", err)
+		}
+		defer memory.Close()
+	}
 	prof := s.profile(cfg.limit)
 	inst, err := s.start(serverConfig{limit: cfg.limit, duration: cfg.duration, profile: prof})
 	if err != nil {
 		return result{}, err
 	}
-	end := inst.origin.Add(cfg.duration)
 	tr := newTransport(cfg.workers)
 	var closers []func()
 	defer func() {
@@ -54,8 +63,81 @@ func run(s server, c client, cfg runConfig) (result, error) {
 		}
 	}()
 	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration, trace: cfg.trace,
-		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, cleanup: func(f func()) { closers = append(closers, f) }})
+		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, memory: memory,
+		cleanup: func(f func()) { closers = append(closers, f) }})
+	stats, err := drive(hc, tr, inst, cfg)
+	arrivals, stopErr := inst.stop()
+	if err := errors.Join(err, stopErr); err != nil {
+		return result{}, err
+	}
+	r := summarize(s.name, c.name, prof, inst.origin, cfg.duration, arrivals, stats)
+	if c.learn > 0 {
+		r.FirstSecond = firstSecond(r, prof, cfg.duration)
+	}
+	return r, nil
+}
 
+// learnFor is how long the process before a client with memory runs
+// (client.learn): long enough for polite to have found the limit of
+// every server of the bench, and probed it.
+const learnFor = 10 * time.Second
+
+// learn runs polite against a fresh instance of s, its limit scale times
+// the run's, for learnFor, with a FileMemory in a temporary file, and
+// returns that memory reopened from its file: the process before a
+// restart. The instance is stopped first, so that the run's own starts
+// cold, as after a restart that took a while.
+func learn(s server, scale float64, cfg runConfig) (*polite.FileMemory, error) {
+	dir, err := os.MkdirTemp("", "polite-bench-memory")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "memory")
+	before, err := polite.OpenFileMemory(path)
+	if err != nil {
+		return nil, err
+	}
+	learning := cfg
+	learning.limit, learning.duration = scale*cfg.limit, learnFor
+	prof := s.profile(learning.limit)
+	inst, err := s.start(serverConfig{limit: learning.limit, duration: learnFor, profile: prof})
+	if err != nil {
+		before.Close()
+		return nil, err
+	}
+	tr := newTransport(cfg.workers)
+	_, err = drive(&http.Client{Transport: polite.New(tr, polite.WithMemory(before), hostnameKey)}, tr, inst, learning)
+	_, stopErr := inst.stop()
+	if err := errors.Join(err, stopErr, before.Close()); err != nil {
+		return nil, err
+	}
+	after, err := polite.OpenFileMemory(path)
+	if err != nil {
+		after.Close()
+		return nil, err
+	}
+	if after.Len() == 0 {
+		after.Close()
+		return nil, errors.New("it learnt nothing worth remembering")
+	}
+	return after, nil
+}
+
+// firstSecond returns the utilization of the first second of r.
+func firstSecond(r result, p profile, d time.Duration) float64 {
+	ok := 0
+	for _, b := range r.Timeline[:min(len(r.Timeline), int(time.Second/timelineBin))] {
+		ok += b.OK
+	}
+	return ratio(float64(ok), p.allowance(min(d, time.Second)))
+}
+
+// drive runs cfg.workers closed-loop workers through hc against inst for
+// cfg.duration from inst's origin, and returns what each saw; tr is hc's
+// transport, whose idle connections it closes at the end.
+func drive(hc *http.Client, tr *http.Transport, inst *instance, cfg runConfig) ([]workerStats, error) {
+	end := inst.origin.Add(cfg.duration)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopTimer := time.AfterFunc(time.Until(end), cancel)
@@ -72,26 +154,16 @@ func run(s server, c client, cfg runConfig) (result, error) {
 		close(done)
 	}()
 	<-ctx.Done()
-	var stuck error
 	select {
 	case <-done:
+		tr.CloseIdleConnections()
+		return stats, nil
 	case <-time.After(drainGrace):
-		stuck = fmt.Errorf("workers still busy %v after the run's end", drainGrace)
-	}
-	tr.CloseIdleConnections()
-	arrivals, stopErr := inst.stop()
-	if stuck != nil {
 		// Stopping the server fails their connections; any still busy
 		// after that are left behind, and their stats are not read.
-		select {
-		case <-done:
-		case <-time.After(drainGrace):
-		}
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("workers still busy %v after the run's end", drainGrace)
 	}
-	if err := errors.Join(stuck, stopErr); err != nil {
-		return result{}, err
-	}
-	return summarize(s.name, c.name, prof, inst.origin, cfg.duration, arrivals, stats), nil
 }
 
 // work calls GET url with hc in a loop until ctx is cancelled, each call

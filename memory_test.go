@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,7 +410,6 @@ func ExampleOpenFileMemory() {
 	// Output: 0 keys remembered
 }
 
-var _ = errors.New
 
 // A Remembered goes to text and back, to the millisecond; text that is
 // not a Remembered's is an error and changes nothing.
@@ -435,4 +435,42 @@ func TestRememberedText(t *testing.T) {
 		assert.Error(t, r.UnmarshalText([]byte(bad)), "%q", bad)
 		assert.Equal(t, polite.Remembered{Limit: 7}, r, "left as it was")
 	}
+}
+
+// A pause a server asked for outlives the Transport that heard it: a
+// Transport made later with the same memory (in real use, the process
+// restarted) sends nothing to the host until the pause is over.
+func ExampleWithMemory() {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Retry-After", "3600") // come back in an hour
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	dir, _ := os.MkdirTemp("", "polite")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "memory")
+
+	mem, _ := polite.OpenFileMemory(path)
+	before := &http.Client{Transport: polite.New(nil, polite.WithMemory(mem))}
+	resp, err := before.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println("first process:", resp.StatusCode)
+	mem.Close()
+
+	mem, _ = polite.OpenFileMemory(path)
+	defer mem.Close()
+	after := &http.Client{Transport: polite.New(nil, polite.WithMemory(mem))}
+	_, err = after.Get(srv.URL)
+	fmt.Println("next process refused at once:", errors.Is(err, polite.ErrThrottled))
+	fmt.Println("requests the server saw:", hits.Load())
+	// Output:
+	// first process: 429
+	// next process refused at once: true
+	// requests the server saw: 1
 }

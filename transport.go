@@ -221,6 +221,16 @@
 // most n requests in any interval of a length, as APIs that state "100 per
 // minute" count them, locally or fleet-wide.
 //
+// # Memory
+//
+// [WithMemory] keeps what a Transport learns of each key (the server's
+// limit, stated or measured; a pause it asked for) in a [Memory], and
+// starts each key it has no state for from it: a process restarted holds
+// each limit from its first request, and sends nothing to a key before a
+// pause a server asked of the process before has ended. [OpenFileMemory]
+// keeps it in a file; the fleet package's Fleet.Memory in the fleet's
+// Redis, where a process joining a fleet finds what the others learnt.
+//
 // # Observing it
 //
 // [WithHooks] calls functions on each attempt, retry, throttle, wait (with

@@ -136,15 +136,17 @@ func TestFailures(t *testing.T) {
 		{Server: "i", Client: "polite", Utilization: 0.40, Rejected: 0.02}, // the oracle is refused too: 0.348 is enough
 		{Server: "j", Client: "oracle", Utilization: 0.58, Rejected: 0.4},
 		{Server: "j", Client: "polite", Utilization: 0.34, Rejected: 0.02},
+		{Server: "k", Client: "polite-memory", Utilization: 0.5, Rejected: 0.01},
 	}
-	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true, "j": true}
+	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true, "j": true, "k": true}
 	bad := failures(results, steady)
-	require.Len(t, bad, 5)
+	require.Len(t, bad, 6)
 	assert.Contains(t, bad[0], "b × polite")
 	assert.Contains(t, bad[1], "c × polite")
 	assert.Contains(t, bad[2], "d × polite")
 	assert.Contains(t, bad[3], "g × polite: 1 calls failed locally")
 	assert.Contains(t, bad[4], "j × polite: utilization 0.34 (min 0.35)")
+	assert.Contains(t, bad[5], "k × polite-memory: utilization 0.50 (min 0.70)")
 }
 
 func TestSteadyServers(t *testing.T) {

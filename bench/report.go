@@ -10,9 +10,12 @@ import (
 	"time"
 )
 
+// checked are the clients whose rows -check judges: polite, and polite
+// restarted with memory.
+var checked = map[string]bool{"polite": true, "polite-memory": true}
+
 // The -check thresholds for the polite rows.
 const (
-	checkClient        = "polite"
 	minUtilization     = 0.7
 	maxRejected        = 0.05
 	oracleShare        = 0.6 // of the oracle's utilization in the same run, where that is under minUtilization
@@ -166,7 +169,7 @@ func failures(results []result, steady map[string]bool) []string {
 	}
 	var bad []string
 	for _, r := range results {
-		if r.Client != checkClient || r.Skipped != "" {
+		if !checked[r.Client] || r.Skipped != "" {
 			continue
 		}
 		least := minUtilization

@@ -410,7 +410,6 @@ func ExampleOpenFileMemory() {
 	// Output: 0 keys remembered
 }
 
-
 // A Remembered goes to text and back, to the millisecond; text that is
 // not a Remembered's is an error and changes nothing.
 func TestRememberedText(t *testing.T) {

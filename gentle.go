@@ -337,7 +337,7 @@ func (g *Gentle) congestion(n int64) {
 			// floor would meet the refusals of the stale rate's queue.
 			stated := g.stated
 			if recalled&recalledStated != 0 {
-				stated = 0
+				stated = 0 // the Memory's, not an answer's
 			}
 			g.forgetLocked(n)
 			g.stated = stated

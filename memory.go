@@ -73,14 +73,16 @@ type Remembered struct {
 // server in m, and start each key it has no state for from what m
 // remembers:
 //
-//   - a limit learnt or confirmed within [MemoryMaxAge] is where the key's
-//     controller starts (under [AdaptiveDefault]): its rate holds just
-//     below it from the first request, with no first contact to find it
-//     again. It is a hint, not the truth: a server that states its limit
-//     corrects it on its first answer; a throttle while the rate holds
-//     below it shows it stale, and the key starts over as one with no
-//     history does (no worse than without memory, but for the requests
-//     refused before that throttle);
+//   - a limit learnt or confirmed within [MemoryMaxAge] paces the key from
+//     its first request: a quota the server stated paces it as after its
+//     first answer (and, under [WithFleet], paces the whole fleet), and
+//     the key's controller (under [AdaptiveDefault]) starts at the limit,
+//     stated or measured from throttles, its rate held just below it with
+//     no first contact to find it again. It is a hint, not the truth: the
+//     server's answers correct a stated quota; a throttle while the rate
+//     holds below the limit shows it stale, and the key starts over as
+//     one with no history does (no worse than without memory, but for
+//     the requests refused before that throttle);
 //   - a pause the server asked for is kept to its end: no request goes
 //     to the key before it (nor, under [WithFleet], to the key's fleet).
 //
@@ -119,13 +121,27 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 		x.told.paused = until
 	}
 	limit := r.Limit
-	if mode != AdaptiveDefault || n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
+	if n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
 		return
 	}
 	limit = min(max(limit, gentleMinRate), gentleMaxRate)
-	ks.gentle.recall(now, limit, r.Stated)
 	x := ks.extraLocked()
 	x.told.limit, x.told.stated, x.told.at = limit, r.Stated, at
+	if r.Stated {
+		// The quota the server stated paces the key, as after its first
+		// answer (the rate of it, until an answer says what is left), and
+		// in a fleet paces the whole fleet; the answers correct it.
+		window := r.Window
+		if window <= 0 || window > 24*time.Hour {
+			window = time.Second
+		}
+		x.quota = &serverQuota{limit: limit * window.Seconds(), window: window, stated: r.Window > 0}
+		ks.quoted.Store(true)
+	}
+	if mode != AdaptiveDefault {
+		return
+	}
+	ks.gentle.recall(now, limit, r.Stated)
 	// Gentle's bucket holds a single request (see observe).
 	ks.limit, ks.burst = min(ceiling, rate.Limit(ks.gentle.Rate())), int32(min(1, cap))
 	if ks.limiter == nil {
@@ -139,7 +155,8 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 // recall starts g at now from a limit a Memory remembered (requests per
 // second; stated reports that the server stated it): as after a
 // congestion event that measured it, the rate holds just below it, then
-// probes; a throttle measures it again, as after any event.
+// probes (never above a stated limit); a throttle while it holds shows it
+// stale (see congestion).
 func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -158,12 +175,6 @@ func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
 	g.since, g.ramp = n, n
 	g.rate = g.curve(n)
 }
-
-// The bits of Gentle.recalled.
-const (
-	recalledLimit  = 1 << iota // the estimate is a Memory's, and no throttle has come since
-	recalledStated             // the stated limit is a Memory's, and no answer has stated one since
-)
 
 // known returns the server's limit as g knows it, worth remembering, and
 // whether the server stated it: the limit the server states, or the
@@ -241,3 +252,9 @@ func (c *call) remember(ks *keyState, now time.Time) {
 // isBucketKey reports whether key is the registry's key of a bucket a
 // server named (bucketKey), not a request key.
 func isBucketKey(key string) bool { return strings.HasPrefix(key, "\x00bucket\x00") }
+
+// The bits of Gentle.recalled.
+const (
+	recalledLimit  = 1 << iota // the estimate is a Memory's, and no throttle has come since
+	recalledStated             // the stated limit is a Memory's, and no answer has stated one since
+)

@@ -473,3 +473,26 @@ func ExampleWithMemory() {
 	// next process refused at once: true
 	// requests the server saw: 1
 }
+
+// A quota the server stated, remembered, paces the key from its first
+// request as after the server's first answer: in a fleet, the first
+// request of a process that joins books at the fleet-wide rate.
+func TestMemoryRestoresAStatedQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := &mapMemory{known: map[string]polite.Remembered{
+			"api.test": {Limit: 10, Stated: true, Window: time.Minute, At: time.Now()},
+		}}
+		f := &recordingFleet{}
+		rt := polite.New(roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			return respond(req, http.StatusOK, http.NoBody), nil
+		}), polite.WithMemory(mem), polite.WithFleet(f))
+		resp, err := rt.RoundTrip(mustRequest(t, t.Context(), "http://api.test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Len(t, f.asks, 1)
+		assert.InDelta(t, 9.8, f.asks[0].PerSecond, 0.01, "the stated rate, less the margin, fleet-wide")
+		for k := range rt.Keys() {
+			assert.Equal(t, 10.0, k.Limit)
+		}
+	})
+}

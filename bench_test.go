@@ -31,6 +31,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	benchRoundTrips(b, "http://api.test/items", []namedRoundTripper{
 		{"bare", next},
 		{"polite", polite.New(next)},
+		{"polite-memory", polite.New(next, polite.WithMemory(new(benchMemory)))},
 		{"polite-rate", polite.New(next, polite.WithRate(1e12, 1<<30))},
 		{"polite-crawler", polite.New(next, polite.WithRate(1e12, 1<<30), polite.WithMaxInFlight(4),
 			polite.WithGlobalRate(1e12, 1<<30), polite.WithCrawlDelay(true))},
@@ -46,6 +47,13 @@ type namedRoundTripper struct {
 
 // benchRoundTrips runs each case as a sub-benchmark: a GET of url, its
 // answer read to the end and closed, as a caller does.
+// benchMemory is a Memory that remembers nothing, for the overhead of
+// WithMemory itself.
+type benchMemory struct{}
+
+func (benchMemory) Recall(string) (polite.Remembered, bool) { return polite.Remembered{}, false }
+func (benchMemory) Remember(string, polite.Remembered)      {}
+
 func benchRoundTrips(b *testing.B, url string, cases []namedRoundTripper) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -292,7 +292,9 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		}
 		c.observe(ks, now, o, c.heed(ks, &s, throttled, now))
 		c.tellFleet(ks, o)
-		if c.t.cfg.memory != nil {
+		if c.t.cfg.memory != nil && (throttled || s.HasQuota || f.hasRetryAfter) {
+			// What a Memory keeps moves only with these: a limit measured
+			// at a throttle, a quota stated, a pause asked for.
 			c.remember(ks, now)
 		}
 	}

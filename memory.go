@@ -44,8 +44,10 @@ type Memory interface {
 	Recall(key string) (Remembered, bool)
 	// Remember keeps r as what is known of key, in place of what was.
 	// A Transport calls it when what it knows of the key changes: a
-	// limit learnt or moved, a pause asked for, or an hour after it last
-	// told a limit that stands.
+	// limit learnt or moved, a pause asked for; and at a throttle or an
+	// answer that states a quota an hour or more after it last told a
+	// limit that stands, so that a limit the server keeps confirming is
+	// not forgotten.
 	Remember(key string, r Remembered)
 }
 

@@ -19,25 +19,27 @@ type client struct {
 	name string
 	// build returns the client for one run, sending through tr.
 	build func(tr http.RoundTripper, cfg clientConfig) *http.Client
-	// learn, if not 0, makes the run a restart: a process before it runs
-	// polite with a FileMemory for learnFor against another instance of
-	// the server, its limit learn times the run's (2: the limit has halved
-	// since), and the run's client starts from that memory
-	// (clientConfig.memory). See run.
+	// learn, if not 0, makes the run a restart: the client runs for
+	// learnFor against another instance of the server, its limit learn
+	// times the run's (2: the limit has halved since), and is built again
+	// for the run, from what that one left: clientConfig.memory (a
+	// FileMemory), or clientConfig.namespace (the fleet's Redis). See
+	// run.
 	learn float64
 }
 
 // clientConfig is what a client may know of a run. Only the oracle looks.
 type clientConfig struct {
-	profile  profile       // the server's limit over the run
-	origin   time.Time     // when the run, and the server's schedule, began
-	duration time.Duration // length of the run
-	fleet    int           // the processes of a fleet client
-	redis    string        // the Redis a fleet client shares its quota through
-	cleanup  func(func())  // registers what to close when the run ends
-	trace    bool          // print the polite client's attempts (see tracer)
-	share    float64       // the part of the limit the oracle paces at; 0 or 1: all of it
-	memory   polite.Memory // what the process before left, for a client that learns (client.learn)
+	profile   profile            // the server's limit over the run
+	origin    time.Time          // when the run, and the server's schedule, began
+	duration  time.Duration      // length of the run
+	fleet     int                // the processes of a fleet client
+	redis     string             // the Redis a fleet client shares its quota through
+	cleanup   func(func())       // registers what to close when the run ends
+	trace     bool               // print the polite client's attempts (see tracer)
+	share     float64            // the part of the limit the oracle paces at; 0 or 1: all of it
+	memory    *polite.FileMemory // what the process before left, for a client that learns (client.learn)
+	namespace string             // the fleet's namespace, for a fleet client that learns; "" for a fresh one
 }
 
 // clients returns every client, in the order the table lists them.

@@ -54,6 +54,9 @@ func fleetClients() []client {
 		{name: "polite-fleet-shared", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			return buildFleet(tr, cfg, []fleet.Option{fleet.WithSharedController(true)})
 		}},
+		{name: "polite-fleet-memory", learn: 1, build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			return buildFleetRemembering(tr, cfg, nil, true)
+		}},
 		{name: "polite-fleet-told", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			first := cfg.profile.rateAt(0, cfg.duration)
 			return buildFleet(tr, cfg, nil, polite.WithRate(first, 10))
@@ -62,16 +65,39 @@ func fleetClients() []client {
 }
 
 // buildFleet returns N polite Transports sharing one quota through Redis
-// (a Fleet configured with fopts), each configured with opts.
+// (a Fleet configured with fopts), each configured with opts. The fleet's
+// namespace is cfg.namespace, or a fresh one: a run starts afresh, but
+// after its fleet's own run before (client.learn).
 func buildFleet(tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, opts ...polite.Option) *http.Client {
-	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // a run starts afresh
+	return buildFleetRemembering(tr, cfg, fopts, false, opts...)
+}
+
+// buildFleetRemembering is buildFleet, and, if remember is set, gives each
+// process the fleet's Memory ((*fleet.Fleet).Memory, loaded when it is
+// built) and keys requests by the host's name (see hostnameKey).
+func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, remember bool, opts ...polite.Option) *http.Client {
+	ns := cfg.namespace
+	if ns == "" {
+		ns = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
 	rts := make([]http.RoundTripper, cfg.fleet)
 	for i := range rts {
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
 		cfg.cleanup(func() { _ = rdb.Close() })
 		f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
 		cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
-		rts[i] = polite.New(tr, append([]polite.Option{polite.WithFleet(f)}, opts...)...)
+		popts := append([]polite.Option{polite.WithFleet(f)}, opts...)
+		if remember {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			mem, err := f.Memory(ctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			}
+			cfg.cleanup(func() { _ = mem.Close() }) // written to Redis before its fleet closes
+			popts = append(popts, polite.WithMemory(mem), hostnameKey)
+		}
+		rts[i] = polite.New(tr, popts...)
 	}
 	return &http.Client{Transport: &spread{rts: rts}}
 }

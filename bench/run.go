@@ -42,30 +42,20 @@ type workerStats struct {
 // run runs one client against a fresh instance of one server for
 // cfg.duration and measures both sides.
 func run(s server, c client, cfg runConfig) (result, error) {
-	var memory *polite.FileMemory
+	var mem memoryConfig
 	if c.learn > 0 {
 		var err error
-		if memory, err = learn(s, c.learn, cfg); err != nil {
+		if mem, err = learn(s, c, cfg); err != nil {
 			return result{}, fmt.Errorf("the process before: %w", err)
 		}
-		defer memory.Close()
+		defer mem.file.Close()
 	}
 	prof := s.profile(cfg.limit)
 	inst, err := s.start(serverConfig{limit: cfg.limit, duration: cfg.duration, profile: prof})
 	if err != nil {
 		return result{}, err
 	}
-	tr := newTransport(cfg.workers)
-	var closers []func()
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- { // the last registered first
-			closers[i]()
-		}
-	}()
-	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration, trace: cfg.trace,
-		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, memory: memory,
-		cleanup: func(f func()) { closers = append(closers, f) }})
-	stats, err := drive(hc, tr, inst, cfg)
+	stats, err := runClient(c, inst, prof, cfg, mem)
 	arrivals, stopErr := inst.stop()
 	if err := errors.Join(err, stopErr); err != nil {
 		return result{}, err
@@ -77,51 +67,69 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	return r, nil
 }
 
+// memoryConfig is what a client that restarts (client.learn) starts from.
+type memoryConfig struct {
+	file      *polite.FileMemory // the memory the process before left
+	namespace string             // the fleet's namespace in Redis, which its Memory is in
+}
+
+// runClient builds c for a run against inst and runs its workers, closing
+// what the client registered (its fleet, its memories) at the end.
+func runClient(c client, inst *instance, prof profile, cfg runConfig, mem memoryConfig) ([]workerStats, error) {
+	tr := newTransport(cfg.workers)
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- { // the last registered first
+			closers[i]()
+		}
+	}()
+	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration, trace: cfg.trace,
+		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, memory: mem.file, namespace: mem.namespace,
+		cleanup: func(f func()) { closers = append(closers, f) }})
+	return drive(hc, tr, inst, cfg)
+}
+
 // learnFor is how long the process before a client with memory runs
 // (client.learn): long enough for polite to have found the limit of
 // every server of the bench, and probed it.
 const learnFor = 10 * time.Second
 
-// learn runs polite against a fresh instance of s, its limit scale times
-// the run's, for learnFor, with a FileMemory in a temporary file, and
-// returns that memory reopened from its file: the process before a
+// learn runs c against a fresh instance of s, its limit c.learn times the
+// run's, for learnFor, with a FileMemory in a temporary file (and, for a
+// fleet, a fleet namespace of its own), and returns that memory reopened
+// from its file, and the namespace: the process (or the fleet) before a
 // restart. The instance is stopped first, so that the run's own starts
 // cold, as after a restart that took a while.
-func learn(s server, scale float64, cfg runConfig) (*polite.FileMemory, error) {
+func learn(s server, c client, cfg runConfig) (memoryConfig, error) {
 	dir, err := os.MkdirTemp("", "polite-bench-memory")
 	if err != nil {
-		return nil, err
+		return memoryConfig{}, err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "memory")
 	before, err := polite.OpenFileMemory(path)
 	if err != nil {
-		return nil, err
+		return memoryConfig{}, err
 	}
+	mem := memoryConfig{file: before, namespace: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
 	learning := cfg
-	learning.limit, learning.duration = scale*cfg.limit, learnFor
+	learning.limit, learning.duration = c.learn*cfg.limit, learnFor
 	prof := s.profile(learning.limit)
 	inst, err := s.start(serverConfig{limit: learning.limit, duration: learnFor, profile: prof})
 	if err != nil {
 		before.Close()
-		return nil, err
+		return memoryConfig{}, err
 	}
-	tr := newTransport(cfg.workers)
-	_, err = drive(&http.Client{Transport: polite.New(tr, polite.WithMemory(before), hostnameKey)}, tr, inst, learning)
+	_, err = runClient(c, inst, prof, learning, mem)
 	_, stopErr := inst.stop()
 	if err := errors.Join(err, stopErr, before.Close()); err != nil {
-		return nil, err
+		return memoryConfig{}, err
 	}
-	after, err := polite.OpenFileMemory(path)
-	if err != nil {
-		after.Close()
-		return nil, err
+	if mem.file, err = polite.OpenFileMemory(path); err != nil {
+		mem.file.Close()
+		return memoryConfig{}, err
 	}
-	if after.Len() == 0 {
-		after.Close()
-		return nil, errors.New("it learnt nothing worth remembering")
-	}
-	return after, nil
+	return mem, nil
 }
 
 // firstSecond returns the utilization of the first second of r.

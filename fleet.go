@@ -127,6 +127,11 @@ type FleetGrant struct {
 	// Granted reports whether the send was booked. When it was not, Wait
 	// is the wait it would have needed.
 	Granted bool
+	// Later reports that nothing was booked yet, though the sender could
+	// wait that long: the fleet's shared controller, whose rate may rise
+	// meanwhile, would have booked the send far ahead. The sender asks
+	// again after Wait.
+	Later bool
 	// Wait is how long the sender waits before it sends.
 	Wait time.Duration
 	// Paused is how long the key stays paused, as a server asked: the part
@@ -351,6 +356,13 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 		if c.cost != nil {
 			c.cost.booked = g.Granted && len(r.Costs) > 0
 		}
+	}
+	if g.Later {
+		c.waiting(g.Wait, WaitRate)
+		if err := sleep(c.ctx, g.Wait); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	server := g.Paused > 0 && g.Paused >= g.Wait
 	if g.Paused > c.t.cfg.maxRetryAfter {

@@ -337,6 +337,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 	f.lastLive.Store(v[3])
 	return polite.FleetGrant{
 		Granted: v[0] == 1,
+		Later:   v[0] == 2,
 		Wait:    time.Duration(max(v[1], 0)) * time.Microsecond,
 		Paused:  time.Duration(max(v[2], 0)) * time.Microsecond,
 		Members: int(v[3]),

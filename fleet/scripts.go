@@ -55,7 +55,36 @@ import "github.com/redis/go-redis/v9"
 // conforms as a send booked alone would, so that a lease spent at its
 // spacing keeps the fleet within the GCRA. A wait over the longest
 // accepted books nothing.
-var reserveScript = redis.NewScript(`
+
+// recentLua is Lua shared by reserveScript and congestScript: the shared
+// controller's successes in bins of 100 ms of Redis's clock (fields r0..r9,
+// by the bin's index modulo 10; rb the newest bin told of), and recent,
+// the rate at which the last k bins (the current one partial) saw them.
+const recentLua = `
+local function tellBins(now, n)
+  local rbin = math.floor(now / 100000)
+  local last = tonumber(redis.call('HGET', KEYS[1], 'rb'))
+  if not last then
+    for b = 0, 9 do redis.call('HSET', KEYS[1], 'r' .. b, 0) end
+  elseif rbin > last then
+    for b = last + 1, math.min(rbin, last + 10) do redis.call('HSET', KEYS[1], 'r' .. (b % 10), 0) end
+  end
+  if not last or rbin > last then redis.call('HSET', KEYS[1], 'rb', rbin) end
+  redis.call('HINCRBY', KEYS[1], 'r' .. (rbin % 10), n)
+end
+local function recent(now, k)
+  local rb = tonumber(redis.call('HGET', KEYS[1], 'rb'))
+  if not rb then return 0 end
+  local nb = math.floor(now / 100000)
+  local sum = 0
+  for b = nb - k + 1, nb do
+    if b <= rb and b > rb - 10 then sum = sum + (tonumber(redis.call('HGET', KEYS[1], 'r' .. (b % 10))) or 0) end
+  end
+  return sum / ((now - (nb - k + 1) * 100000) / 1000000)
+end
+`
+
+var reserveScript = redis.NewScript(recentLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ei, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -86,7 +115,8 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr')
+local paced = false -- the shared controller's rate sets the interval
 local tat = tonumber(st[1]) or now
 local pause = tonumber(st[2]) or 0
 local gen = tonumber(st[5]) or 0
@@ -97,6 +127,7 @@ if adaptive == 1 then
   local spent = tonumber(st[8]) or 0
   if accepted > 0 then
     redis.call('HINCRBY', KEYS[1], 'acc', accepted)
+    tellBins(now, accepted)
     if spent > 0 then
       redis.call('HSET', KEYS[1], 'sp', 0)
       spent = 0
@@ -104,10 +135,36 @@ if adaptive == 1 then
   end
   if not st[4] then redis.call('HSET', KEYS[1], 'ev', f(now)) end
   local W = tonumber(st[3])
+  if W and st[10] == '1' and now - tonumber(st[4]) < 300000 then
+    -- A floor just measured: the successes of the sends in flight at the
+    -- first throttle are told after it, and raise it.
+    local r = math.min(recent(now, 5), recent(now, 10))
+    if r > W then
+      W = r
+      redis.call('HSET', KEYS[1], 'W', string.format('%.17g', W))
+    end
+  end
+  local rate, cburst = nil, 1
+  if not W then
+    -- No throttle yet: a slow start, a few sends at once, then a rate
+    -- that doubles every 50 ms from 40 a second, so that the fleet's
+    -- first sends cross the server's limit by little, not by every
+    -- caller's first request at once. A rate past 100,000 a second
+    -- paces nothing.
+    local s0 = tonumber(st[4]) or now
+    local r = 40 * 2 ^ (math.min(now - s0, 2000000) / 50000)
+    if r < 100000 then rate, cburst = r, 4 elseif st[7] then redis.call('HDEL', KEYS[1], 'lei') end
+  end
   if W then
-    local rate = 0.99 * W
+    rate = 0.99 * W
     local hold = 4000000
-    if st[6] == '1' then hold = 0 end
+    if st[6] == '1' then
+      hold = 0
+    elseif st[11] == '1' then
+      -- A limit the climb just measured, no probe has confirmed it:
+      -- probe after a second, not four.
+      hold = 1000000
+    end
     local t = (now - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
@@ -127,12 +184,14 @@ if adaptive == 1 then
       end
     end
     rate = rate / 2 ^ spent
+  end
+  if rate then
     if rate < 0.5 then rate = 0.5 end
     if rate > 1000000 then rate = 1000000 end
     local cei = math.floor(1000000 / rate + 0.5)
     if cei < 1 then cei = 1 end
     if ei == 0 or cei > ei then
-      ei, burst = cei, 1
+      ei, burst, paced = cei, cburst, true
       -- The rate rose since the last booking: the sends booked ahead
       -- were spaced at the old rate, and the queue they make is worth
       -- less time at the new one. (A cut keeps the queue as it is.)
@@ -164,6 +223,19 @@ if n > 0 then
 end
 local paused = pause - now
 if paused < 0 then paused = 0 end
+if paced then
+  -- A send the shared controller would book far ahead is not booked: it
+  -- asks again in a while. The controller's rate may rise meanwhile
+  -- (it doubles every quarter second while finding the limit), and a
+  -- send booked at a slot of the old rate would sleep until it.
+  local horizon = 250000
+  if st[6] ~= '1' and st[3] then horizon = math.max(1000000, 4 * ei) end
+  local gslot = tat - (burst - 1) * ei
+  if gslot > pause and gslot - now > horizon and (maxwait < 0 or maxwait > horizon) then
+    redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000))
+    return {2, horizon, paused, members, gen, ei}
+  end
+end
 if maxwait >= 0 and slot - now > maxwait then
   if adaptive == 1 then redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000)) end
   return {0, slot - now, paused, members, gen, ei}
@@ -245,11 +317,15 @@ return pause - now
 // many sends booked ahead, which go at the rate they were booked at, and
 // a probe that sped up while a server's burst hid the crossing had them
 // refused (9 a probe at 4 processes, 24 at 16, against 2 and 3).
-var congestScript = redis.NewScript(`
+var congestScript = redis.NewScript(recentLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
-local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp')
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr')
+-- Half the rate the sends were last booked at: a climb that crossed the
+-- limit crossed it within its last doubling.
+local half = 0
+if tonumber(st[8]) then half = math.min(500000 / tonumber(st[8]), 2 * recent(now, 5)) end
 local gen = tonumber(st[4]) or 0
 if tonumber(ARGV[1]) ~= gen then return {0, gen} end
 local ev = tonumber(st[2]) or now
@@ -270,19 +346,37 @@ local span = (now - ev) / 1000000
 local measured = acc / math.max(span, 0.001)
 local fl = st[6] == '1'
 local hold = 4
-if st[5] == '1' then hold = 0 end
+if st[5] == '1' then hold = 0 elseif st[9] == '1' then hold = 1 end
+if prev and span < 0.5 and hold > 0 and not fl then
+  -- A throttle half a second after an event, while the rate holds,
+  -- belongs to it: a queueing server answers the sends it held late,
+  -- and what was told since is no measure yet.
+  return {0, gen}
+end
 local W
 if not prev then
-  W, fl = acc / math.max(span, 1), true
+  -- A floor: what was accepted since the first send, or at the rate of
+  -- the last half second's successes, no more than the last second's (a
+  -- burst at once is no rate).
+  W, fl = math.max(acc / math.max(span, 1), math.min(recent(now, 5), recent(now, 10)), half), true
 elseif fl or span > hold then
+  -- A probe, or the climb from a floor, crossed the limit. After a climb
+  -- (or the first probe after one), the rate of the last 0.3 s of
+  -- successes tells it better than the whole climb; a probe from a held
+  -- limit keeps to the successes since the last event (the server's
+  -- burst, spent in a probe's last 0.3 s, would count as rate).
   W, fl = math.max(prev, measured), false
+  if st[5] == '1' or st[6] == '1' or st[9] == '1' then W = math.max(W, recent(now, 3)) end
+  if st[5] == '1' or st[6] == '1' then W = math.max(W, half) end
 else
   W = math.min(prev, math.max(measured, prev / 4))
 end
 if W < 0.5 then W = 0.5 end
 local fd = (not prev) or fl or W > 1.05 * prev
+-- The climb from a floor, or a finding, ends here: its measure is fresh.
+local fr = (not fd) and (st[5] == '1' or st[6] == '1')
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1,
-  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
+  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}
 `)

@@ -266,3 +266,34 @@ func TestFleetBookedSendHoldsForAPause(t *testing.T) {
 		assert.Len(t, f.asks, 2, "booked again after the pause")
 	})
 }
+
+// laterFleet tells the first bookings of each call to ask again later (a
+// shared controller that would book them far ahead), then books.
+type laterFleet struct {
+	recordingFleet
+	later int // bookings still to put off
+}
+
+func (f *laterFleet) Reserve(_ context.Context, _ string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asks = append(f.asks, r)
+	if f.later > 0 {
+		f.later--
+		return polite.FleetGrant{Later: true, Wait: 250 * time.Millisecond}, nil
+	}
+	return polite.FleetGrant{Granted: true, Members: 1}, nil
+}
+
+// A booking put off (FleetGrant.Later) waits as long as the fleet says,
+// books again, and then sends: nothing booked far ahead, nothing refused.
+func TestFleetLaterAsksAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &laterFleet{later: 2}
+		tr := polite.New(newStub(status(200)), polite.WithFleet(f))
+		start := time.Now()
+		fetch(t, tr, "http://a.test/").Body.Close()
+		assert.Equal(t, 500*time.Millisecond, time.Since(start), "two waits of 250 ms")
+		assert.Len(t, f.asks, 3)
+	})
+}

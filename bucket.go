@@ -61,7 +61,7 @@ type keyExtra struct {
 	fleetAccepted int                     // successes not yet told to the fleet's shared controller
 	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (FleetRequest.Owed)
 	costs         *costState              // the quotas the key's server keeps in tokens or points, under WithCost
-	told          memo                    // what the key last told its Memory, or was recalled from it, under WithMemory
+	told          *memo                   // what the key last told its Memory, or was recalled from it, under WithMemory; nil until then
 }
 
 // hold marks ks as held by a call, which will release it when it ends.

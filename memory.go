@@ -106,6 +106,16 @@ type memo struct {
 	at     int64 // Unix nanoseconds of the telling
 }
 
+// toldLocked returns what the key last told its Memory, making it if
+// needed (a key of a Transport with no Memory has none). It requires the
+// key's mu held.
+func (x *keyExtra) toldLocked() *memo {
+	if x.told == nil {
+		x.told = new(memo)
+	}
+	return x.told
+}
+
 // recallLocked starts ks, a state just made at now, from what mode's
 // controller and the ceiling (the WithRate rate and burst) allow of r. It
 // requires ks.mu held, or ks not yet shared.
@@ -120,7 +130,7 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 		until = min(until, n+int64(maxPause))
 		x := ks.extraLocked()
 		x.pausedUntil = until
-		x.told.paused = until
+		x.toldLocked().paused = until
 	}
 	limit := r.Limit
 	if n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
@@ -128,7 +138,8 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 	}
 	limit = min(max(limit, gentleMinRate), gentleMaxRate)
 	x := ks.extraLocked()
-	x.told.limit, x.told.stated, x.told.at = limit, r.Stated, at
+	told := x.toldLocked()
+	told.limit, told.stated, told.at = limit, r.Stated, at
 	if r.Stated {
 		// The quota the server stated paces the key, as after its first
 		// answer (the rate of it, until an answer says what is left), and
@@ -224,7 +235,7 @@ func (c *call) remember(ks *keyState, now time.Time) {
 		return // nothing learnt, nothing told
 	}
 	x := ks.extraLocked()
-	told := x.told
+	told := *x.toldLocked()
 	moved := limit > 0 && (math.Abs(limit-told.limit) > memoryChange*told.limit || stated != told.stated ||
 		n-told.at >= int64(memoryRefresh))
 	if !moved && paused <= told.paused {

@@ -364,13 +364,15 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated 
 			ks.mu.Lock()
 			ks.startLocked(now)
 			ks.mu.Unlock()
-		case mode == AdaptiveDefault && ceiling == rate.Inf:
+		case burst == forgotten:
 			// Gentle forgot a limit a Memory gave (see Gentle.recall): the
-			// key starts over, with a first contact.
+			// key starts over, with a first contact, or at the ceiling.
 			ks.mu.Lock()
-			if ks.limiter != nil && !ks.starting.Load() {
+			if ceiling == rate.Inf {
 				ks.limiter, ks.limit, ks.burst = nil, rate.Inf, 0
 				ks.startLocked(now)
+			} else {
+				ks.setRateLocked(now, ceiling, cap)
 			}
 			ks.mu.Unlock()
 		}

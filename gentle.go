@@ -318,13 +318,20 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 			return g.state()
 		}
 	}
-	g.congestion(n)
+	if g.congestion(n) {
+		return 0, forgotten, false
+	}
 	return g.state()
 }
 
+// forgotten is the burst observeSent returns when g has just forgotten a
+// limit a Memory gave (see congestion): the key starts over.
+const forgotten = -1
+
 // congestion records a congestion event at n (Unix nanoseconds) and
-// measures the limit. It requires g.mu held.
-func (g *Gentle) congestion(n int64) {
+// measures the limit; or, if the event shows a limit a Memory gave stale,
+// forgets it, and reports that it did. It requires g.mu held.
+func (g *Gentle) congestion(n int64) (forgot bool) {
 	if g.recalled&recalledLimit != 0 {
 		recalled := g.recalled
 		g.recalled = 0
@@ -341,7 +348,7 @@ func (g *Gentle) congestion(n int64) {
 			}
 			g.forgetLocked(n)
 			g.stated = stated
-			return
+			return true
 		}
 	}
 	span := nanosToSeconds(n - g.since)
@@ -401,6 +408,7 @@ func (g *Gentle) congestion(n int64) {
 	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
 	g.recent, g.sampled = 0, 0 // a round measures what came after the event
 	g.rate = g.curve(n)
+	return false
 }
 
 // forgetLocked makes g, at n (Unix nanoseconds), a Gentle with no

@@ -75,14 +75,14 @@ func clients() []client {
 // withMemory returns polite with defaults and the memory the process
 // before left.
 func withMemory(tr http.RoundTripper, cfg clientConfig) *http.Client {
-	return &http.Client{Transport: polite.New(tr, polite.WithMemory(cfg.memory), hostnameKey)}
+	return &http.Client{Transport: polite.New(tr, polite.WithMemory(cfg.memory), polite.WithKey(hostname))}
 }
 
-// hostnameKey keys requests by the host's name, without its port, for
+// hostname keys requests by the host's name, without its port, for
 // the clients with memory and the process before them: each instance of
 // a server listens on a port of its own, where a real API's address is
 // the same after a restart.
-var hostnameKey = polite.WithKey(func(r *http.Request) string { return r.URL.Hostname() })
+func hostname(r *http.Request) string { return r.URL.Hostname() }
 
 // newTransport returns a fresh transport that keeps an idle connection for
 // each of workers.

@@ -74,7 +74,7 @@ func buildFleet(tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, op
 
 // buildFleetRemembering is buildFleet, and, if remember is set, gives each
 // process the fleet's Memory ((*fleet.Fleet).Memory, loaded when it is
-// built) and keys requests by the host's name (see hostnameKey).
+// built) and keys requests by the host's name (see hostname).
 func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, remember bool, opts ...polite.Option) *http.Client {
 	ns := cfg.namespace
 	if ns == "" {
@@ -95,7 +95,7 @@ func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet
 				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			}
 			cfg.cleanup(func() { _ = mem.Close() }) // written to Redis before its fleet closes
-			popts = append(popts, polite.WithMemory(mem), hostnameKey)
+			popts = append(popts, polite.WithMemory(mem), polite.WithKey(hostname))
 		}
 		rts[i] = polite.New(tr, popts...)
 	}

@@ -60,6 +60,8 @@ type keyExtra struct {
 	members       int                     // the processes that sent to the key lately, as its fleet last said
 	fleetAccepted int                     // successes not yet told to the fleet's shared controller
 	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (FleetRequest.Owed)
+	fleetOwn      int                     // sends the key's own controller paced in a fleet since fleetOwnAt (see ownSent)
+	fleetOwnAt    int64                   // Unix nanoseconds: when fleetOwn began counting
 	costs         *costState              // the quotas the key's server keeps in tokens or points, under WithCost
 	told          *memo                   // what the key last told its Memory, or was recalled from it, under WithMemory; nil until then
 }

@@ -80,12 +80,15 @@ type FleetRequest struct {
 	// Accepted is how many of this process's sends to the key succeeded
 	// since its last request: the shared controller counts them.
 	Accepted int
-	// Owed is how many sends this process made to the key on its own,
-	// while the fleet could not answer, that the fleet has not counted, at
-	// most Burst (a bucket forgets what came before it last filled): the
-	// booking books that many more sends of the key's bucket, so that the
-	// fleet's schedule counts them, and the fleet does not let a burst
-	// through on top of them when it answers again.
+	// Owed is how many sends this process made to the key on its own
+	// that the fleet has not counted: while the fleet could not answer (at
+	// most Burst: a bucket forgets what came before it last filled), and,
+	// paced by its own controller, in the second before the fleet paced
+	// the key at a rate (a quota the server stated after its first
+	// answers). The booking books that many more sends of the key's
+	// bucket, at most a second's at PerSecond or Burst, so that the fleet's
+	// schedule counts them, and the fleet does not let a burst through on
+	// top of them, nor spend a window the server counted them in again.
 	Owed int
 	// NotBefore is the earliest, from now, the send may go: with Owed,
 	// the process's own pacing of the sends it made while the fleet could
@@ -250,6 +253,9 @@ func (c *call) admitFleets() error {
 		if err := c.admitOn(ks, c.t.keys.adaptive); err != nil {
 			return err
 		}
+		ks.mu.Lock()
+		ks.extraLocked().ownSent(time.Now())
+		ks.mu.Unlock()
 	}
 	if g := c.t.global; g != nil {
 		return c.admitFleet(fleetGlobalKey, g, FleetRequest{PerSecond: c.t.cfg.globalRate, Burst: c.t.cfg.globalBurst})
@@ -302,14 +308,24 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	if deadline, ok := c.ctx.Deadline(); ok {
 		r.MaxWait = max(deadline.Sub(now), 0)
 	}
+	own := 0 // of r.Owed, the sends the key's own controller paced
 	if r.Window.N == 0 && perSecond > 0 && key != fleetGlobalKey {
 		members := c.members(ks)
 		ks.mu.Lock()
-		if x := ks.extra; x != nil && x.fleetOwed > 0 {
-			r.Owed = x.fleetOwed
-			r.NotBefore = x.fallbackNext(now, perSecond/float64(members), float64(burst)/float64(members))
+		if x := ks.extra; x != nil {
+			if x.fleetOwed > 0 {
+				r.Owed = x.fleetOwed
+				r.NotBefore = x.fallbackNext(now, perSecond/float64(members), float64(burst)/float64(members))
+			}
+			own = x.ownLocked(now)
 		}
 		ks.mu.Unlock()
+		if own > 1 && !c.windowed(ks) {
+			// A bucket forgets what came before it last filled: the
+			// sends it refused or refilled since are not owed.
+			own = max(burst, 1)
+		}
+		r.Owed += own
 	}
 	g, err := f.Reserve(c.ctx, key, r)
 	if err != nil {
@@ -343,8 +359,11 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 			x.members = g.Members
 			members = max(members, g.Members)
 		}
-		if g.Granted && r.Owed > 0 {
-			x.fleetOwed = max(x.fleetOwed-r.Owed, 0) // booked with this send
+		if g.Granted && r.Owed > 0 { // booked with this send
+			x.fleetOwed = max(x.fleetOwed-(r.Owed-own), 0)
+			if own > 0 {
+				x.fleetOwn = 0
+			}
 		}
 		if g.Granted && perSecond > 0 {
 			x.fleetBooked(now.Add(g.Wait), perSecond/float64(members), float64(burst)/float64(members))
@@ -440,6 +459,27 @@ func (x *keyExtra) fallbackNextAt(ei time.Duration, burst float64) time.Time {
 	return time.Unix(0, x.fallbackTat).Add(-time.Duration((burst - 1) * float64(ei)))
 }
 
+// ownSent counts a send the key's own controller paced at now, in a fleet
+// (nothing configured or stated, and no shared controller): if the fleet
+// comes to pace the key at a rate (a quota the server stated), the sends
+// of the last second are owed to it, so that a window's count at the
+// server is not spent twice. It requires the key's lock held.
+func (x *keyExtra) ownSent(now time.Time) {
+	if now.UnixNano()-x.fleetOwnAt > int64(time.Second) {
+		x.fleetOwn, x.fleetOwnAt = 0, now.UnixNano()
+	}
+	x.fleetOwn++
+}
+
+// ownLocked returns the sends ownSent counted within the last second
+// before now. It requires the key's lock held.
+func (x *keyExtra) ownLocked(now time.Time) int {
+	if now.UnixNano()-x.fleetOwnAt > int64(time.Second) {
+		return 0
+	}
+	return x.fleetOwn
+}
+
 // fallbackNext returns how long from now the key's next local send may
 // go, at perSecond with burst: 0 if at once.
 func (x *keyExtra) fallbackNext(now time.Time, perSecond, burst float64) time.Duration {
@@ -514,6 +554,16 @@ func (c *call) admitFallback(ks *keyState, perSecond, burst float64, heard time.
 // a call whose slot is further asks the fleet again after this long.
 const fallbackHorizon = 100 * time.Millisecond
 
+// windowed reports whether the quota the server reports for the call's
+// request ends a window at its reset (see serverQuota.windowed).
+func (c *call) windowed(ks *keyState) bool {
+	if !ks.quoted.Load() {
+		return false
+	}
+	q := ks.quotaFor(c.req.URL.Path)
+	return q != nil && q.windowed()
+}
+
 // fleetRate returns the fleet-wide rate and burst: the ceiling
 // (WithRate), or the rate of the quota the server reports for the request
 // (its limit over its window, less a margin) if that is less; 0 for none.
@@ -532,7 +582,7 @@ func (c *call) fleetRate() (float64, int) {
 	}
 	if ks.quoted.Load() {
 		if q := ks.quotaFor(c.req.URL.Path); q != nil {
-			if r := q.rate(); r > 0 && (perSecond == 0 || r < perSecond) {
+			if r := q.pace(); r > 0 && (perSecond == 0 || r < perSecond) {
 				perSecond, burst = r, 1
 			}
 		}

@@ -52,6 +52,7 @@ type serverQuota struct {
 	rounding time.Duration // the rounding of the last reset stated (its slack)
 	last     time.Time     // the reset of the last response
 	put      bool          // last was stated by two responses in a row: it ends a window
+	windows  bool          // a reset was once put: the quota counts in windows, though the reset has moved since (a new window, or jitter in its rounding)
 	prev     time.Time     // the last reset before it that two responses in a row stated
 	far      bool          // last was once at least quotaCoarse times its slack ahead
 	resetAt  time.Time     // when the quota renews, if what is left is counted down; zero if not
@@ -118,7 +119,7 @@ func (q *serverQuota) learn(reset time.Time) {
 		q.last, q.put, q.far = reset, false, false
 		return
 	}
-	q.put = true
+	q.put, q.windows = true, true
 	if step := reset.Sub(q.prev); !q.prev.IsZero() && step > 0 && step <= maxPause && !q.stated &&
 		(q.window == 0 || step < q.window) {
 		q.window = step
@@ -146,7 +147,7 @@ func (q *serverQuota) rateLocked() float64 {
 // requires q.mu held.
 func (q *serverQuota) paceLocked() float64 {
 	rate := q.rateLocked()
-	if rate == 0 && q.limit > 0 && q.put && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
+	if rate == 0 && q.limit > 0 && (q.put || q.windows) && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
 		rate = q.limit / q.rounding.Seconds()
 	}
 	return rate * (1 - quotaMargin)
@@ -274,12 +275,21 @@ func (q *serverQuota) statedWindow() time.Duration {
 	return q.window
 }
 
-// rate returns the quota's rate less the margin, requests per second; 0
-// if unknown.
-func (q *serverQuota) rate() float64 {
+// windowed reports whether the quota's reset stayed put across responses:
+// it ends a window, in which the server counts every request until the
+// reset, not a bucket that refills meanwhile.
+func (q *serverQuota) windowed() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.rateLocked() * (1 - quotaMargin)
+	return q.windows
+}
+
+// pace returns the rate the quota paces its requests at, less the margin
+// (see paceLocked); 0 if none.
+func (q *serverQuota) pace() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.paceLocked()
 }
 
 // release gives back a place that reserve took for a request that was not

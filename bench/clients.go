@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -185,17 +186,28 @@ func (o *oracle) refused(ctx context.Context, err error) error {
 // Transport then knows of the key (its rate and the server's limit), for
 // reading how the controller follows a server.
 func tracer(tr http.RoundTripper, origin time.Time) *polite.Transport {
-	var t *polite.Transport
+	opt, set := traceHooks("", origin)
+	t := polite.New(tr, opt)
+	set(t)
+	return t
+}
+
+// traceHooks returns the hooks of a traced Transport (see tracer), its
+// lines marked with who (a fleet's process; "" for none), and the func
+// that tells them the Transport they hook.
+func traceHooks(who string, origin time.Time) (polite.Option, func(*polite.Transport)) {
+	var t atomic.Pointer[polite.Transport]
 	var mu sync.Mutex
-	t = polite.New(tr, polite.WithHooks(polite.Hooks{OnAttempt: func(e polite.Event) {
+	return polite.WithHooks(polite.Hooks{OnAttempt: func(e polite.Event) {
 		var rate, limit float64
-		for s := range t.Keys() {
-			rate, limit = s.Rate, s.Limit
+		if tr := t.Load(); tr != nil {
+			for s := range tr.Keys() {
+				rate, limit = s.Rate, s.Limit
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(os.Stderr, "trace %8.4f attempt %d status %d err %v rate %.1f limit %.1f\n",
-			time.Since(origin).Seconds(), e.Attempt, e.StatusCode, e.Err, rate, limit)
-	}}))
-	return t
+		fmt.Fprintf(os.Stderr, "trace %8.4f %s attempt %d status %d err %v rate %.1f limit %.1f\n",
+			time.Since(origin).Seconds(), who, e.Attempt, e.StatusCode, e.Err, rate, limit)
+	}}), t.Store
 }

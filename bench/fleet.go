@@ -87,6 +87,12 @@ func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet
 		f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
 		cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
 		popts := append([]polite.Option{polite.WithFleet(f)}, opts...)
+		var traced func(*polite.Transport)
+		if cfg.trace {
+			var opt polite.Option
+			opt, traced = traceHooks(fmt.Sprintf("p%d", i), cfg.origin)
+			popts = append(popts, opt)
+		}
 		if remember {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			mem, err := f.Memory(ctx)
@@ -97,7 +103,11 @@ func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet
 			cfg.cleanup(func() { _ = mem.Close() }) // written to Redis before its fleet closes
 			popts = append(popts, polite.WithMemory(mem), polite.WithKey(hostname))
 		}
-		rts[i] = polite.New(tr, popts...)
+		t := polite.New(tr, popts...)
+		if traced != nil {
+			traced(t)
+		}
+		rts[i] = t
 	}
 	return &http.Client{Transport: &spread{rts: rts}}
 }

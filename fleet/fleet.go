@@ -292,10 +292,11 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 // the process's lease when it has one.
 func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
 	f.watch()
-	if owed := min(r.Owed, max(r.Burst, 1)); owed > 0 && r.Window.N == 0 {
-		// Sends the process made on its own while Redis could not answer:
-		// booked with this one, so that the GCRA counts them (the first of
-		// the slots is this send's; the lease, if any, is dropped).
+	if owed := min(r.Owed, max(r.Burst, int(r.PerSecond), 1)); owed > 0 && r.Window.N == 0 {
+		// Sends the process made on its own (while Redis could not answer,
+		// or before the fleet paced the key at a rate): booked with this
+		// one, so that the GCRA counts them (the first of the slots is this
+		// send's; the lease, if any, is dropped).
 		f.dropLease(key)
 		g, _, err := f.reserveInterval(ctx, key, r, 1+owed)
 		return g, err

@@ -34,11 +34,15 @@ type limitServer struct {
 	limit, burst float64
 	pauseAt      int64
 	headers      bool // it states its limit as tollbooth does
+	fixed        bool // it counts limit requests in windows of a second from its first arrival instead, and states them as ulule/limiter does
 	status       int  // if set, every request is answered with it instead: an outage
 
 	mu       sync.Mutex
 	tokens   float64
 	last     time.Time
+	start    time.Time // the first window's start, if fixed
+	count    int       // the current window's count, if fixed
+	end      time.Time // its end
 	arrivals []time.Time
 	refused  []bool
 	paused   time.Time    // when it answered the pausing 429
@@ -61,6 +65,16 @@ func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		s.tokens--
 	}
+	if s.fixed {
+		if now.After(s.end) || now.Equal(s.end) {
+			s.count, s.end = 0, now.Add(time.Second)
+		}
+		ok = s.count < int(s.limit)
+		if ok {
+			s.count++
+		}
+	}
+	remaining, end := int(s.limit)-s.count, s.end
 	if n == s.pauseAt {
 		ok, s.paused = false, now
 	}
@@ -69,6 +83,16 @@ func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wait := (1 - s.tokens) / s.limit
 	tokens := s.tokens
 	s.mu.Unlock()
+	if s.fixed {
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(int(s.limit)))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(int64(math.Ceil(float64(end.UnixNano())/1e9)), 10))
+		if !ok {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+	}
 	if s.headers {
 		h := w.Header()
 		h.Set("X-Rate-Limit-Limit", strconv.FormatFloat(s.limit, 'f', 2, 64))
@@ -174,6 +198,7 @@ type fleetRun struct {
 	window         polite.Window    // each process is configured WithWindow(window.N, window.Per), if set
 	kill           time.Duration    // the first process is killed (SIGKILL) this long after the start, if set
 	headers        bool             // the server states its limit in headers
+	fixed          bool             // the server counts in fixed windows of a second, and states them (limitServer.fixed)
 	shared         bool             // the fleet shares a controller (fleet.WithSharedController)
 	steady         time.Duration    // reportRun also reports the run from this long after its start
 	status         int              // the server answers every request with this status, if set
@@ -187,7 +212,7 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 	// The server's burst is 10, or 10ms of its rate if that is more (20
 	// at 2,000 a second): the clients' burst is 10, and the margin
 	// absorbs the jitter of arrivals on a busy machine.
-	srv := &limitServer{limit: fr.limit, burst: max(10, fr.limit/100), pauseAt: fr.pauseAt, headers: fr.headers, status: fr.status}
+	srv := &limitServer{limit: fr.limit, burst: max(10, fr.limit/100), pauseAt: fr.pauseAt, headers: fr.headers, fixed: fr.fixed, status: fr.status}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	redisSrv := startRedis(t)
@@ -510,6 +535,35 @@ func TestFleetPacesAtTheStatedRate(t *testing.T) {
 			assert.GreaterOrEqual(t, srv.share(fr.length), least)
 			assert.LessOrEqual(t, float64(refused), most*float64(ok+refused))
 			assert.Zero(t, rep.Errors)
+		})
+	}
+}
+
+// Four processes configured with no rate, against a server that counts
+// 100 requests in fixed windows of a second and states its limit, what
+// remains and the window's end in whole seconds (ulule/limiter's headers):
+// the fleet paces at the stated rate once two answers agree on the reset,
+// and the sends each process made before (its first, and its own
+// controller's slow start, some 20 in all) are owed to the fleet, so that
+// the first window is not spent twice. Before they were owed, 16 to 20
+// of the first window's sends were refused here (2.0-2.4%), and in the
+// bench (ulule, 4 processes); since, 0 to 3 in 8 runs with each
+// process's own controller, and 0 to 7 with a shared one (whose
+// processes book at its slow start until two answers agree on the
+// reset). The goal is 1%; the bound, 1.5%, leaves room for a busy
+// machine.
+func TestFleetPacesAtAStatedWindow(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "own", true: "shared"}[shared], func(t *testing.T) {
+			fr := fleetRun{procs: 4, workers: 4, limit: 100, length: 8 * time.Second, fixed: true, shared: shared}
+			srv, rep, _ := fr.run(t)
+			ok, refused := srv.counts(time.Time{}, time.Now().Add(time.Hour))
+			t.Logf("fixed windows of 100 a second, 4 processes: %.3f of L, %d refused of %d; accepted per second %v, refused %v",
+				srv.share(fr.length), refused, ok+refused, srv.perSecond(), srv.bySecond(true))
+			least, most := floors(fr.limit, 0.9, 0.015)
+			assert.GreaterOrEqual(t, srv.share(fr.length), least)
+			assert.LessOrEqual(t, float64(refused), most*float64(ok+refused))
+			assert.Zero(t, rep.Errors, rep.FirstError)
 		})
 	}
 }

@@ -115,12 +115,22 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt')
 local paced = false -- the shared controller's rate sets the interval
+local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
 local pause = tonumber(st[2]) or 0
 local gen = tonumber(st[5]) or 0
 if tat < now then tat = now end
+if ei > 0 and st[12] then
+  -- A booking at a rate the caller names (a quota the server stated,
+  -- after its first answers): the sends the shared controller booked
+  -- before it knew of a throttle, in the last second, are in the schedule
+  -- at that rate (a second's at most), so that a window the server
+  -- counted them in is not spent again.
+  if now - (tonumber(st[13]) or 0) <= 1000000 then tat = tat + math.min(tonumber(st[12]) * ei, 1000000) end
+  redis.call('HDEL', KEYS[1], 'ssb', 'ssbt')
+end
 if adaptive == 1 then
   -- The shared controller: count the successes reported, and pace at its
   -- rate once a throttle has measured the limit.
@@ -153,6 +163,7 @@ if adaptive == 1 then
     -- paces nothing.
     local s0 = tonumber(st[4]) or now
     local r = 40 * 2 ^ (math.min(now - s0, 2000000) / 50000)
+    slow = true
     if r < 100000 then rate, cburst = r, 4 elseif st[7] then redis.call('HDEL', KEYS[1], 'lei') end
   end
   if W then
@@ -247,6 +258,15 @@ if ei > 0 then
   tat = tat + cost * ei
   redis.call('HSET', KEYS[1], 'tat', f(tat))
   keep = tat
+end
+if slow then
+  -- Booked by the shared controller before any throttle: counted for
+  -- the first booking at a named rate (above), for a second.
+  if now - (tonumber(st[13]) or 0) > 1000000 then
+    redis.call('HSET', KEYS[1], 'ssb', cost, 'ssbt', f(now))
+  else
+    redis.call('HINCRBY', KEYS[1], 'ssb', cost)
+  end
 end
 if pause > keep then keep = pause end
 for _, c in ipairs(costs) do

@@ -430,6 +430,57 @@ func TestSharedControllerProbesInSteps(t *testing.T) {
 	}
 }
 
+// After a limit that stood dropped to less than half, the shared
+// controller holds for 15% of the time since the drop (0.75 s at least),
+// not 4 seconds, as Gentle does: a limit that dropped may come back. A
+// throttle while holding that halves the estimate marks the drop.
+func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	warm(t, f)
+	top := math.Log2(1.1 / 0.99)
+	for _, c := range []struct {
+		since, drop float64 // seconds since the last event, and since the drop (0: none)
+		rate        float64 // the rate paced at
+	}{
+		{0.5, 0.5, 99}, // holding 0.75 s
+		{1, 1, 110},    // holding 0.75 s, then on the probe's step at 1.1·W
+		{2, 0, 99},     // no drop: holding 4 s
+		{2, 10, 110},   // holding 1.5 s, then on the step
+		{3, 30, 99},    // a drop long ago (15% of it over 4 s): holding 4 s
+		{3.5, 20, 110}, // holding 3 s, then on the step
+		{0.75 + top + 1.5, 2, 110 * math.Exp2(0.5)}, // past the step: doubling again
+		{0.5, 100, 99}, // 15% of 100 s is over 4 s: holding 4 s
+	} {
+		key := fmt.Sprint(c.since, "/", c.drop)
+		now, err := rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		ev := now.Add(-time.Duration(c.since * float64(time.Second))).UnixMicro()
+		require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", key, "s"), "W", 100, "ev", ev).Err())
+		if c.drop > 0 {
+			dr := now.Add(-time.Duration(c.drop * float64(time.Second))).UnixMicro()
+			require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", key, "s"), "dr", dr).Err())
+		}
+		_, err = f.Reserve(ctx, key, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		require.NoError(t, err)
+		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", key, "s"), "lei").Float64()
+		require.NoError(t, err)
+		assert.InEpsilon(t, 1e6/c.rate, lei, 0.03, "%.2fs after the event, %.2fs after the drop", c.since, c.drop)
+	}
+
+	// A limit of 100 that stood, then 5 successes in 2 seconds and a
+	// throttle: the estimate drops to 25 (a quarter at most), a drop.
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	ev := now.Add(-2 * time.Second).UnixMicro()
+	require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", "d", "s"), "W", 100, "ev", ev, "acc", 5, "gen", 3).Err())
+	require.NoError(t, f.Throttled(ctx, "d", 3))
+	st, err := rdb.HMGet(ctx, fleet.RedisKey("polite", "d", "s"), "W", "dr").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "25", st[0])
+	assert.NotNil(t, st[1], "the drop is marked")
+}
+
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
 // within the timeout and the fleet paces locally meanwhile; when Redis
 // answers again, a probe finds it.

@@ -72,6 +72,19 @@ local function tellBins(now, n)
   if not last or rbin > last then redis.call('HSET', KEYS[1], 'rb', rbin) end
   redis.call('HINCRBY', KEYS[1], 'r' .. (rbin % 10), n)
 end
+-- holdFor returns how long, in µs, the rate holds at 0.99·W after an
+-- event before it probes: none while the limit is found (fd), a second
+-- after a limit the climb just measured (fr), and after a limit that stood
+-- dropped to less than half at dr (µs; nil if none), 15% of the time since
+-- the drop, three quarters of a second at least, until that is the usual
+-- four seconds: a limit that dropped may come back.
+local function holdFor(now, fd, fr, dr)
+  if fd == '1' then return 0 end
+  if fr == '1' then return 1000000 end
+  dr = tonumber(dr)
+  if dr and now - dr < 4000000 / 0.15 then return math.max(750000, 0.15 * (now - dr)) end
+  return 4000000
+end
 local function recent(now, k)
   local rb = tonumber(redis.call('HGET', KEYS[1], 'rb'))
   if not rb then return 0 end
@@ -115,7 +128,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -168,14 +181,7 @@ if adaptive == 1 then
   end
   if W then
     rate = 0.99 * W
-    local hold = 4000000
-    if st[6] == '1' then
-      hold = 0
-    elseif st[11] == '1' then
-      -- A limit the climb just measured, no probe has confirmed it:
-      -- probe after a second, not four.
-      hold = 1000000
-    end
+    local hold = holdFor(now, st[6], st[11], st[14])
     local t = (now - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
@@ -331,8 +337,10 @@ return pause - now
 // rate (a spent window, a limiter that counts refusals), and the rate
 // halves, once per generation, until a success, and the hold starts
 // again. The rate (in reserveScript) holds at 0.99·W for 4 seconds from
-// the last event or halving, then doubles every second, or every quarter
-// second while finding. Unlike Gentle's, a probe stays at 1.1·W for a
+// the last event or halving (after a limit that stood dropped to less
+// than half, for 15% of the time since the drop, as Gentle's: see
+// holdFor), then doubles every second, or every quarter second while
+// finding. Unlike Gentle's, a probe stays at 1.1·W for a
 // second before it doubles on, and never speeds up past it: a fleet holds
 // many sends booked ahead, which go at the rate they were booked at, and
 // a probe that sped up while a server's burst hid the crossing had them
@@ -341,7 +349,7 @@ var congestScript = redis.NewScript(recentLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
-local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr')
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr')
 -- Half the rate the sends were last booked at: a climb that crossed the
 -- limit crossed it within its last doubling.
 local half = 0
@@ -365,8 +373,7 @@ end
 local span = (now - ev) / 1000000
 local measured = acc / math.max(span, 0.001)
 local fl = st[6] == '1'
-local hold = 4
-if st[5] == '1' then hold = 0 elseif st[9] == '1' then hold = 1 end
+local hold = holdFor(now, st[5], st[9], st[10]) / 1000000
 if prev and span < 0.5 and hold > 0 and not fl then
   -- A throttle half a second after an event, while the rate holds,
   -- belongs to it: a queueing server answers the sends it held late,
@@ -390,6 +397,11 @@ elseif fl or span > hold then
   if st[5] == '1' or st[6] == '1' then W = math.max(W, half) end
 else
   W = math.min(prev, math.max(measured, prev / 4))
+  if (st[9] ~= '1' or span >= 0.75) and W < 0.5 * prev then
+    -- A limit that stood drops (not one the climb found too high):
+    -- probe again soon, for it may come back.
+    redis.call('HSET', KEYS[1], 'dr', string.format('%.0f', now))
+  end
 end
 if W < 0.5 then W = 0.5 end
 local fd = (not prev) or fl or W > 1.05 * prev

@@ -582,7 +582,7 @@ func (c *call) fleetRate() (float64, int) {
 	}
 	if ks.quoted.Load() {
 		if q := ks.quotaFor(c.req.URL.Path); q != nil {
-			if r := q.pace(); r > 0 && (perSecond == 0 || r < perSecond) {
+			if r := q.fleetPace(); r > 0 && (perSecond == 0 || r < perSecond) {
 				perSecond, burst = r, 1
 			}
 		}

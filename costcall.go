@@ -325,10 +325,12 @@ func (b *costBody) finish() {
 		return
 	}
 	now := time.Now()
-	b.hold.cs.give(b.hold, costOf(u.Cost), now)
-	// The quotas a body states count what it cost: nothing taken before
-	// now is missing from them.
-	b.hold.cs.sync(now, b.hold.cs.mark(now), u.Quotas, costVec{}, 0, b.hold.fleet, b.hold.key)
+	h := b.hold
+	h.cs.give(h, costOf(u.Cost), now)
+	// The quotas a body states count what it cost, and nothing taken
+	// before now is missing from them; the settlements of the requests
+	// answered near it may be, or not (see bodyMark).
+	h.cs.sync(now, h.cs.bodyMark(h, now), u.Quotas, costVec{}, h.mark.seq, h.fleet, h.key)
 }
 
 // settle settles the cost to actual, as the caller tells it (told), and

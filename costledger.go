@@ -19,6 +19,9 @@ const (
 type costMark struct {
 	at  time.Time
 	seq uint64
+	// near: the reading may lack the settlements of the requests answered
+	// within costReorder before at (see bodyMark).
+	near bool
 }
 
 // costEvent is a change of the buckets' levels by the key's own requests:
@@ -112,6 +115,10 @@ const costReadBack = 2048
 func (cs *costState) readLocked(m costMark, own uint64) costReading {
 	var r costReading
 	sent, to := m.at.UnixNano(), m.at.Add(costReorder).UnixNano()
+	by := sent // a taking answered by then is in the reading
+	if m.near {
+		by -= int64(costReorder)
+	}
 	for i, back := cs.ledger.n-1, 0; i >= 0; i-- {
 		e := cs.ledger.get(i)
 		if e.seq <= m.seq {
@@ -126,7 +133,7 @@ func (cs *costState) readLocked(m costMark, own uint64) costReading {
 				if d < 0 && e.at <= to {
 					r.late[u] -= d
 				}
-			case d < 0 && e.seq != own && (e.answered == 0 || e.answered > sent):
+			case d < 0 && e.seq != own && (e.answered == 0 || e.answered > by):
 				r.early[u] -= d
 			}
 		}
@@ -134,10 +141,28 @@ func (cs *costState) readLocked(m costMark, own uint64) costReading {
 	return r
 }
 
+// bodyMark returns the moment of the ledger for the quotas that the body
+// of h's answer states, read at now: the server stated them as it
+// answered (h.heard), after every cost taken before now; but of the
+// requests it answered near then (within costReorder), it may or may not
+// have given back what they did not use, and the key may not have yet:
+// their takings count as not yet answered (costReading.early), so that a
+// settlement is not counted twice. Before, two answers at one instant,
+// read in the other order, had one settlement counted twice.
+func (cs *costState) bodyMark(h *costHold, now time.Time) costMark {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if h.heard.IsZero() {
+		return costMark{at: now, seq: cs.ledger.seq}
+	}
+	return costMark{at: h.heard, seq: cs.ledger.seq, near: true}
+}
+
 // answered records that the request of h was answered at now: from then on
 // its taking is known to be in what the server says.
 func (cs *costState) answered(h *costHold, now time.Time) {
 	cs.mu.Lock()
+	h.heard = now
 	if e := cs.ledger.find(h.mark.seq); e != nil {
 		e.answered = now.UnixNano()
 	}

@@ -152,8 +152,11 @@ func (ks *keyState) extraLocked() *keyExtra {
 const maxRoutes = 256
 
 // quotaFor returns the quota that a request to path counts against, or nil
-// if the server has reported none.
+// if the server has reported none (then without taking the key's lock).
 func (ks *keyState) quotaFor(path string) *serverQuota {
+	if !ks.quoted.Load() {
+		return nil
+	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	if ks.extra == nil {
@@ -476,7 +479,7 @@ const growingNap = 20 * time.Millisecond
 // evenly paced while quota is left, after its reset once it is spent.
 func (c *call) admitQuota() error {
 	ks := c.state()
-	if ks == nil || !ks.quoted.Load() {
+	if ks == nil {
 		return nil
 	}
 	q := ks.quotaFor(c.req.URL.Path)

@@ -418,10 +418,8 @@ func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 			return 0, false
 		}
 		earliest += max(pause, turn)
-		if ks.quoted.Load() {
-			if q := ks.quotaFor(c.req.URL.Path); q != nil {
-				earliest += q.peek(now.Add(earliest))
-			}
+		if q := ks.quotaFor(c.req.URL.Path); q != nil {
+			earliest += q.peek(now.Add(earliest))
 		}
 	}
 	if deadline, ok := c.ctx.Deadline(); ok && !now.Add(earliest).Before(deadline) {

@@ -57,12 +57,11 @@ type costWaiter struct {
 type costHold struct {
 	cs      *costState
 	cost    costVec
-	mark    costMark  // when it was taken, just before the attempt was sent
-	heard   time.Time // when its answer came; zero until then; guarded by cs.mu
-	settled bool      // guarded by cs.mu
-	probe   bool      // the key's first contact: the others wait for its answer; guarded by cs.mu
-	fleet   Fleet     // the fleet that booked it with its send, if one did
-	key     string    // the key, in that fleet
+	mark    costMark // when it was taken, just before the attempt was sent
+	settled bool     // guarded by cs.mu
+	probe   bool     // the key's first contact: the others wait for its answer; guarded by cs.mu
+	fleet   Fleet    // the fleet that booked it with its send, if one did
+	key     string   // the key, in that fleet
 }
 
 // newCostState returns a key's cost state, its buckets as cfg's WithQuota

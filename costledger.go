@@ -143,7 +143,8 @@ func (cs *costState) readLocked(m costMark, own uint64) costReading {
 
 // bodyMark returns the moment of the ledger for the quotas that the body
 // of h's answer states, read at now: the server stated them as it
-// answered (h.heard), after every cost taken before now; but of the
+// answered (when cs.answered recorded it in the ledger), after every cost
+// taken before now; but of the
 // requests it answered near then (within costReorder), it may or may not
 // have given back what they did not use, and the key may not have yet:
 // their takings count as not yet answered (costReading.early), so that a
@@ -152,17 +153,18 @@ func (cs *costState) readLocked(m costMark, own uint64) costReading {
 func (cs *costState) bodyMark(h *costHold, now time.Time) costMark {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if h.heard.IsZero() {
-		return costMark{at: now, seq: cs.ledger.seq}
+	if e := cs.ledger.find(h.mark.seq); e != nil && e.answered != 0 {
+		return costMark{at: time.Unix(0, e.answered), seq: cs.ledger.seq, near: true}
 	}
-	return costMark{at: h.heard, seq: cs.ledger.seq, near: true}
+	// Answered too long ago for the ledger to hold its taking: what was
+	// settled near then is long in the server's figures and the key's.
+	return costMark{at: now, seq: cs.ledger.seq}
 }
 
 // answered records that the request of h was answered at now: from then on
 // its taking is known to be in what the server says.
 func (cs *costState) answered(h *costHold, now time.Time) {
 	cs.mu.Lock()
-	h.heard = now
 	if e := cs.ledger.find(h.mark.seq); e != nil {
 		e.answered = now.UnixNano()
 	}

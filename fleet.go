@@ -557,9 +557,6 @@ const fallbackHorizon = 100 * time.Millisecond
 // windowed reports whether the quota the server reports for the call's
 // request ends a window at its reset (see serverQuota.windowed).
 func (c *call) windowed(ks *keyState) bool {
-	if !ks.quoted.Load() {
-		return false
-	}
 	q := ks.quotaFor(c.req.URL.Path)
 	return q != nil && q.windowed()
 }
@@ -580,11 +577,9 @@ func (c *call) fleetRate() (float64, int) {
 	if ks == nil {
 		return perSecond, burst
 	}
-	if ks.quoted.Load() {
-		if q := ks.quotaFor(c.req.URL.Path); q != nil {
-			if r := q.fleetPace(); r > 0 && (perSecond == 0 || r < perSecond) {
-				perSecond, burst = r, 1
-			}
+	if q := ks.quotaFor(c.req.URL.Path); q != nil {
+		if r := q.fleetPace(); r > 0 && (perSecond == 0 || r < perSecond) {
+			perSecond, burst = r, 1
 		}
 	}
 	return perSecond, burst

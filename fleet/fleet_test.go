@@ -401,6 +401,33 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 		"30 sends paced at 297 to 330 a second")
 }
 
+// A queue the shared controller booked at a low rate shrinks as the rate
+// rises, even while every booking is told to ask again later: the queue is
+// kept at the interval it is worth. (It was not: the rate was saved and the
+// queue not, so the next booking measured the rise from the last one only,
+// against the whole queue, and a fleet whose first floor was 1 a second
+// sent nothing for 2 seconds: 0.03 to 0.08 of the limit in 1 run of 4 on
+// the bench's burst-1 server.)
+func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	warm(t, f)
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	// A floor of 1 a second found 1 s ago: the rate has doubled 4 times
+	// since (to 15.84 a second); the queue was booked at 0.99 a second,
+	// 10 s of it.
+	key := fleet.RedisKey("polite", "k", "s")
+	require.NoError(t, rdb.HSet(ctx, key, "W", 1, "ev", now.Add(-time.Second).UnixMicro(), "fd", 1, "fl", 1, "gen", 1, "ep", 1,
+		"lei", math.Round(1e6/0.99), "tat", now.Add(10*time.Second).UnixMicro()).Err())
+	g, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	require.NoError(t, err)
+	require.True(t, g.Later, "the queue, worth 0.625 s at the new rate, is past the horizon")
+	tat, err := rdb.HGet(ctx, key, "tat").Int64()
+	require.NoError(t, err)
+	assert.InDelta(t, 0.625, time.UnixMicro(tat).Sub(now).Seconds(), 0.05, "the queue is kept at what it is worth")
+}
+
 // The shared controller's probe: 4 seconds after the last event it
 // doubles every second up to 1.1·W, stays there for a second, then doubles
 // every second again.

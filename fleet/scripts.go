@@ -211,9 +211,15 @@ if adaptive == 1 then
       ei, burst, paced = cei, cburst, true
       -- The rate rose since the last booking: the sends booked ahead
       -- were spaced at the old rate, and the queue they make is worth
-      -- less time at the new one. (A cut keeps the queue as it is.)
+      -- less time at the new one. (A cut keeps the queue as it is.) The
+      -- queue is kept so at once, with the interval it is now worth: a
+      -- booking told to ask again later books nothing, and the next must
+      -- start from both.
       local lei = tonumber(st[7])
-      if lei and ei < lei and tat > now then tat = now + (tat - now) * ei / lei end
+      if lei and ei < lei and tat > now then
+        tat = now + (tat - now) * ei / lei
+        redis.call('HSET', KEYS[1], 'tat', f(tat))
+      end
       redis.call('HSET', KEYS[1], 'lei', ei)
     end
   end

@@ -2,6 +2,7 @@ package polite
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -28,9 +29,12 @@ type Fleet interface {
 	Pause(ctx context.Context, key string, d time.Duration, r FleetRequest) error
 
 	// Throttled tells the fleet's shared controller that the server
-	// throttled a send booked under generation gen: a congestion event,
-	// unless one came since that booking (the throttles of one overload,
-	// in any process, count once).
+	// throttled a send booked under generation gen: a congestion event
+	// if the send was booked after a success of a send booked since the
+	// last event; none if it was booked before the last event (the
+	// throttles of one overload, in any process, count once); and, in
+	// between, a sign that the server still refuses at the new rate,
+	// which halves it.
 	Throttled(ctx context.Context, key string, gen uint64) error
 
 	// SharesController reports whether the fleet runs a controller shared
@@ -77,9 +81,12 @@ type FleetRequest struct {
 	// a throttle has measured the server's limit (see [Fleet.Throttled]):
 	// the lower of its rate and PerSecond applies.
 	Adaptive bool
-	// Accepted is how many of this process's sends to the key succeeded
-	// since its last request: the shared controller counts them.
-	Accepted int
+	// Accepted are this process's sends to the key that succeeded since
+	// its last request, by the generation each was booked under
+	// ([FleetGrant.Gen]): the shared controller counts them, and tells by
+	// the generation whether a success answers a send made before its
+	// last congestion event or after it.
+	Accepted []FleetAccepted
 	// Owed is how many sends this process made to the key on its own
 	// that the fleet has not counted: while the fleet could not answer (at
 	// most Burst: a bucket forgets what came before it last filled), and,
@@ -146,6 +153,38 @@ type FleetGrant struct {
 	// a throttle of the send reports it to [Fleet.Throttled].
 	Gen uint64
 }
+
+// FleetAccepted counts the successes of sends booked under one
+// generation of a fleet's shared controller (see [FleetRequest.Accepted]).
+type FleetAccepted struct {
+	Gen uint64
+	N   int
+}
+
+// addAccepted returns a with n more successes of sends booked under gen,
+// in order of generation. It keeps at most maxAccepted generations: the
+// oldest two are told as one, under the older (a success told as older
+// than it is counts for less, never for more).
+func addAccepted(a []FleetAccepted, gen uint64, n int) []FleetAccepted {
+	i := len(a)
+	for i > 0 && a[i-1].Gen > gen {
+		i--
+	}
+	if i > 0 && a[i-1].Gen == gen {
+		a[i-1].N += n
+		return a
+	}
+	a = slices.Insert(a, i, FleetAccepted{Gen: gen, N: n})
+	if len(a) > maxAccepted {
+		a[0].N += a[1].N
+		a = slices.Delete(a, 1, 2)
+	}
+	return a
+}
+
+// maxAccepted bounds the generations a key's untold successes are kept
+// under (see addAccepted).
+const maxAccepted = 4
 
 // Window is an exact window quota: at most N requests in any interval of
 // length Per.
@@ -240,7 +279,7 @@ func (c *call) admitFleets() error {
 	if r.Adaptive {
 		ks.mu.Lock()
 		if x := ks.extra; x != nil {
-			r.Accepted, x.fleetAccepted = x.fleetAccepted, 0
+			r.Accepted, x.fleetAccepted = x.fleetAccepted, nil
 		}
 		ks.mu.Unlock()
 	}
@@ -274,7 +313,8 @@ func (c *call) tellFleet(ks *keyState, o outcome) {
 	switch o {
 	case outcomeOK:
 		ks.mu.Lock()
-		ks.extraLocked().fleetAccepted++
+		x := ks.extraLocked()
+		x.fleetAccepted = addAccepted(x.fleetAccepted, c.fleetGen, 1)
 		ks.mu.Unlock()
 	case outcomeThrottled:
 		// An error leaves the event to the processes that can tell it.
@@ -294,7 +334,7 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 		if !again || err != nil {
 			return err
 		}
-		r.Accepted = 0 // told with the first booking
+		r.Accepted = nil // told with the first booking
 	}
 }
 
@@ -329,9 +369,12 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	}
 	g, err := f.Reserve(c.ctx, key, r)
 	if err != nil {
-		if r.Accepted > 0 { // not told: the next booking tells them
+		if len(r.Accepted) > 0 { // not told: the next booking tells them
 			ks.mu.Lock()
-			ks.extraLocked().fleetAccepted += r.Accepted
+			x := ks.extraLocked()
+			for _, a := range r.Accepted {
+				x.fleetAccepted = addAccepted(x.fleetAccepted, a.Gen, a.N)
+			}
 			ks.mu.Unlock()
 		}
 		if c.ctx.Err() != nil {

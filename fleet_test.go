@@ -159,7 +159,7 @@ func TestFleetIsAskedForTheConfiguredLimits(t *testing.T) {
 		resp.Body.Close()
 
 		require.Len(t, f.asks, 4)
-		assert.Zero(t, f.asks[1].Accepted)
+		assert.Empty(t, f.asks[1].Accepted)
 		assert.Equal(t, polite.FleetRequest{MaxWait: -1, Adaptive: true}, f.asks[0], "nothing configured: no rate, the shared controller's")
 		assert.Equal(t, polite.FleetRequest{PerSecond: 10, Burst: 3, MaxWait: -1,
 			Window: polite.Window{N: 100, Per: time.Minute + 50*time.Millisecond}}, f.asks[1])
@@ -180,7 +180,8 @@ func TestFleetHearsSuccessesAndThrottles(t *testing.T) {
 			resp := fetch(t, tr, "http://a.test/")
 			resp.Body.Close()
 		}
-		assert.Equal(t, []int{0, 1, 1, 0}, f.accepted, "each request tells the successes since the last")
+		assert.Equal(t, [][]polite.FleetAccepted{nil, {{Gen: 1, N: 1}}, {{Gen: 2, N: 1}}, nil}, f.accepted,
+			"each request tells the successes since the last, by the generation each was booked under")
 		assert.Equal(t, []uint64{3}, f.throttled, "the throttled attempt was booked under generation 3")
 	})
 }
@@ -189,7 +190,7 @@ func TestFleetHearsSuccessesAndThrottles(t *testing.T) {
 // records what it is told.
 type genFleet struct {
 	recordingFleet
-	accepted  []int
+	accepted  [][]polite.FleetAccepted
 	throttled []uint64
 }
 
@@ -216,7 +217,8 @@ func TestFleetKeepsSuccessesItCouldNotTell(t *testing.T) {
 		f.down = false
 		fetch(t, tr, "http://a.test/").Body.Close()
 		require.Len(t, f.asks, 3)
-		assert.Equal(t, []int{0, 1, 2}, []int{f.asks[0].Accepted, f.asks[1].Accepted, f.asks[2].Accepted},
+		assert.Equal(t, [][]polite.FleetAccepted{nil, {{N: 1}}, {{N: 2}}},
+			[][]polite.FleetAccepted{f.asks[0].Accepted, f.asks[1].Accepted, f.asks[2].Accepted},
 			"the third booking tells the success the second could not, and the second's own")
 	})
 }

@@ -102,6 +102,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -326,7 +327,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 		adaptive = 1
 	}
 	args := []any{ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k,
-		adaptive, max(r.Accepted, 0), max(r.NotBefore.Microseconds(), 0)}
+		adaptive, acceptedArg(r.Accepted), max(r.NotBefore.Microseconds(), 0)}
 	args = appendCosts(args, r.Costs)
 	v, err := f.run(ctx, "reserve", reserveScript, f.keys(key), args...)
 	if err != nil {
@@ -346,9 +347,26 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 	}, time.Duration(max(v[5], 0)) * time.Microsecond, nil
 }
 
-// Throttled implements [polite.Fleet]: a throttle of a send booked under
-// generation gen is a congestion event of key's shared controller, unless
-// one came since.
+// acceptedArg writes a request's successes for reserveScript: "gen:n"
+// for each generation, comma-separated.
+func acceptedArg(a []polite.FleetAccepted) string {
+	var b []byte
+	for _, x := range a {
+		if x.N <= 0 {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, x.Gen, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(x.N), 10)
+	}
+	return string(b)
+}
+
+// Throttled implements [polite.Fleet]: it tells key's shared controller
+// of a throttle of a send booked under generation gen (see congestScript).
 func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
 	_, err := f.run(ctx, "congest", congestScript, f.stateKey(key), gen, grace.Microseconds())
 	return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -370,7 +371,7 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, g.Wait, "no limit measured yet: no pacing")
 	for _, f := range procs { // 3 processes report 100 successes each
-		_, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, Accepted: 100, MaxWait: -1})
+		_, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, Accepted: []polite.FleetAccepted{{Gen: g.Gen, N: 100}}, MaxWait: -1})
 		require.NoError(t, err)
 	}
 	var wg sync.WaitGroup
@@ -406,7 +407,7 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 // kept at the interval it is worth. (It was not: the rate was saved and the
 // queue not, so the next booking measured the rise from the last one only,
 // against the whole queue, and a fleet whose first floor was 1 a second
-// sent nothing for 2 seconds: 0.03 to 0.08 of the limit in 1 run of 4 on
+// sent nothing for 2 seconds: 0.05 and 0.38 of the limit in 2 runs of 12 on
 // the bench's burst-1 server.)
 func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
@@ -426,6 +427,76 @@ func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
 	tat, err := rdb.HGet(ctx, key, "tat").Int64()
 	require.NoError(t, err)
 	assert.InDelta(t, 0.625, time.UnixMicro(tat).Sub(now).Seconds(), 0.05, "the queue is kept at what it is worth")
+}
+
+// The shared controller tells a throttle by where its send went, as
+// Gentle does: one of a send in flight at the last event belongs to it; one
+// of a send booked since, before anything passed again, halves the rate
+// (once per generation) and measures nothing; and only once a send booked
+// since the event has succeeded is a throttle a new event. A success of a
+// send in flight at the event ends no halving and is no part of the
+// measure.
+func TestSharedControllerTellsThrottlesByWhenTheirSendWent(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	state := func() (w float64, sp int) {
+		st, err := rdb.HMGet(ctx, fleet.RedisKey("polite", "k", "s"), "W", "sp").Result()
+		require.NoError(t, err)
+		if st[0] != nil {
+			w, err = strconv.ParseFloat(st[0].(string), 64)
+			require.NoError(t, err)
+		}
+		if st[1] != nil {
+			sp, err = strconv.Atoi(st[1].(string))
+			require.NoError(t, err)
+		}
+		return w, sp
+	}
+	before, err := f.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	r.Accepted = []polite.FleetAccepted{{Gen: before.Gen, N: 50}}
+	_, err = f.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	require.NoError(t, f.Throttled(ctx, "k", before.Gen)) // the first event: a floor
+
+	after, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1,
+		Accepted: []polite.FleetAccepted{{Gen: before.Gen, N: 20}}}) // in flight at the event (they raise the floor)
+	require.NoError(t, err)
+	assert.Equal(t, before.Gen+1, after.Gen, "a success of a send in flight at the event ends nothing")
+	floor, _ := state()
+	require.Positive(t, floor)
+	acc, err := rdb.HGet(ctx, fleet.RedisKey("polite", "k", "s"), "acc").Int()
+	require.NoError(t, err)
+	assert.Zero(t, acc, "nor is it part of the next measure")
+	require.NoError(t, f.Throttled(ctx, "k", before.Gen))
+	w, sp := state()
+	assert.Equal(t, []any{floor, 0}, []any{w, sp}, "a throttle of a send in flight at the event belongs to it")
+
+	require.NoError(t, f.Throttled(ctx, "k", after.Gen))
+	require.NoError(t, f.Throttled(ctx, "k", after.Gen))
+	w, sp = state()
+	assert.Equal(t, []any{floor, 1}, []any{w, sp}, "refused again before anything passed: one halving for a generation")
+	halved, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	require.NoError(t, err)
+	assert.Equal(t, after.Gen+2, halved.Gen)
+	require.NoError(t, f.Throttled(ctx, "k", halved.Gen))
+	w, sp = state()
+	assert.Equal(t, []any{floor, 2}, []any{w, sp}, "a send booked since the halving, refused: it halves again")
+
+	ok, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1,
+		Accepted: []polite.FleetAccepted{{Gen: halved.Gen, N: 1}}})
+	require.NoError(t, err)
+	assert.Equal(t, halved.Gen+3, ok.Gen, "the first success of a send booked since the event")
+	_, sp = state()
+	assert.Zero(t, sp, "it ends the halvings")
+	require.NoError(t, f.Throttled(ctx, "k", halved.Gen+2))
+	_, sp = state()
+	assert.Zero(t, sp, "a send booked before that success halves nothing more")
+	require.NoError(t, f.Throttled(ctx, "k", ok.Gen))
+	next, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	require.NoError(t, err)
+	assert.Equal(t, ok.Gen+1, next.Gen, "a throttle of a send booked after it is an event")
 }
 
 // The shared controller's probe: 4 seconds after the last event it
@@ -500,8 +571,8 @@ func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
 	now, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
 	ev := now.Add(-2 * time.Second).UnixMicro()
-	require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", "d", "s"), "W", 100, "ev", ev, "acc", 5, "gen", 3).Err())
-	require.NoError(t, f.Throttled(ctx, "d", 3))
+	require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", "d", "s"), "W", 100, "ev", ev, "acc", 5, "gen", 4, "ep", 3).Err())
+	require.NoError(t, f.Throttled(ctx, "d", 4))
 	st, err := rdb.HMGet(ctx, fleet.RedisKey("polite", "d", "s"), "W", "dr").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "25", st[0])

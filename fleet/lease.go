@@ -38,14 +38,13 @@ type pocket struct {
 	left     int
 	members  int
 	gen      uint64        // the shared controller's generation of the lease
-	accepted int           // successes reported while the lease was spent, for the next lease to count
 	leasing  chan struct{} // closed when the lease out lands; nil when none is out
 }
 
 // WithLease sets how much of the fleet's rate one lease holds (see
 // [DefaultLease]); d <= 0 turns leases off: one script call per request at
 // any rate. Leases apply from 200 requests a second, to keys without a
-// window.
+// window, never to those the shared controller paces.
 func WithLease(d time.Duration) Option {
 	return func(f *Fleet) { f.lease = max(d, 0) }
 }
@@ -58,7 +57,7 @@ func WithLease(d time.Duration) Option {
 // 128 ms of the rate), each booked in the GCRA, so that the fleet keeps
 // to its rate; a lease a process does not spend in time is lost.
 func (f *Fleet) leaseSize(r polite.FleetRequest) int {
-	if f.lease <= 0 || r.PerSecond < leaseMinRate || r.Window.N > 0 || len(r.Costs) > 0 || math.IsInf(r.PerSecond, 1) {
+	if f.lease <= 0 || r.Adaptive || r.PerSecond < leaseMinRate || r.Window.N > 0 || len(r.Costs) > 0 || math.IsInf(r.PerSecond, 1) {
 		return 1
 	}
 	members := f.Size()
@@ -80,8 +79,6 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 		if p == nil {
 			p = f.newPocketLocked(key, now)
 		}
-		p.accepted += r.Accepted
-		r.Accepted = 0
 		if g, ok := f.takeLocked(p, now, r.MaxWait); ok {
 			f.pmu.Unlock()
 			return g, nil
@@ -97,17 +94,12 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 			}
 		}
 		p.leasing = make(chan struct{})
-		lr := r
-		lr.Accepted, p.accepted = p.accepted, 0
 		f.pmu.Unlock()
 
-		g, ei, err := f.reserveInterval(ctx, key, lr, k)
+		g, ei, err := f.reserveInterval(ctx, key, r, k)
 		f.pmu.Lock()
 		close(p.leasing)
 		p.leasing = nil
-		if err != nil {
-			p.accepted += lr.Accepted // not counted: the next lease tells them
-		}
 		if err == nil && g.Granted {
 			p.next, p.interval, p.left, p.members, p.gen = time.Now().Add(g.Wait), ei, k, g.Members, g.Gen
 		}

@@ -23,7 +23,8 @@ import "github.com/redis/go-redis/v9"
 // longest wait accepted in µs (-1: any), the member, how long a member
 // counts as live in µs, how long the state outlives its last use in µs,
 // the sends to book (a lease; 1 with a window), whether the shared
-// controller paces (1 or 0), the successes to count for it, and the
+// controller paces (1 or 0), the successes to count for it ("gen:n" for
+// each generation their sends were booked under, comma-separated), and the
 // earliest the first send may go, from now, in µs (0: at once); then the
 // number of units the send costs something in besides a request, and for
 // each its name, the amount, the µs a unit takes to refill and the
@@ -95,6 +96,12 @@ local function recent(now, k)
   end
   return sum / ((now - (nb - k + 1) * 100000) / 1000000)
 end
+-- lastSecond is the rate of the successes of the last second, over a
+-- second at least: a burst that came at once in it is no rate above what
+-- the second let through.
+local function lastSecond(now)
+  return recent(now, 10) * math.min((now - (math.floor(now / 100000) - 9) * 100000) / 1000000, 1)
+end
 `
 
 var reserveScript = redis.NewScript(recentLua + `
@@ -105,7 +112,7 @@ local n, per = tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
-local adaptive, accepted = tonumber(ARGV[10]), tonumber(ARGV[11])
+local adaptive = tonumber(ARGV[10])
 local notbefore = tonumber(ARGV[12]) or 0
 local f = function(x) return string.format('%.0f', x) end
 local transit = 100000 -- µs: a cost's bucket is taken as full until then after a slot
@@ -128,7 +135,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -148,22 +155,50 @@ if adaptive == 1 then
   -- The shared controller: count the successes reported, and pace at its
   -- rate once a throttle has measured the limit.
   local spent = tonumber(st[8]) or 0
-  if accepted > 0 then
-    redis.call('HINCRBY', KEYS[1], 'acc', accepted)
-    tellBins(now, accepted)
+  -- Every success is the server's rate (the bins); those of sends booked
+  -- since the last event (at a generation from ep on) measure the limit,
+  -- and the first of them shows the server accepting again: the
+  -- generation turns even (see congestScript) and the halvings end.
+  -- Those of sends in flight at the event belong to it.
+  local ep = tonumber(st[15])
+  local all, since = 0, 0
+  for g, k in string.gmatch(ARGV[11], '(%d+):(%d+)') do
+    g, k = tonumber(g), tonumber(k)
+    all = all + k
+    if not ep or (g >= ep and g <= gen) then since = since + k end
+  end
+  if all > 0 then tellBins(now, all) end
+  if since > 0 then
+    redis.call('HINCRBY', KEYS[1], 'acc', since)
+    if gen % 2 == 1 then
+      gen = gen + 1
+      redis.call('HSET', KEYS[1], 'gen', gen)
+    end
     if spent > 0 then
-      redis.call('HSET', KEYS[1], 'sp', 0)
-      spent = 0
+      -- The halvings end; the rate's curve, which they started again,
+      -- starts again from here.
+      local cv = now
+      if st[18] then
+        -- Halvings while finding stopped the curve at fz: it goes on
+        -- from where it stood.
+        cv = math.min((tonumber(st[9]) or tonumber(st[4])) + now - tonumber(st[18]), now)
+        redis.call('HDEL', KEYS[1], 'fz')
+        st[18] = nil
+      end
+      redis.call('HSET', KEYS[1], 'sp', 0, 'cv', f(cv))
+      st[9], spent = f(cv), 0
     end
   end
   if not st[4] then redis.call('HSET', KEYS[1], 'ev', f(now)) end
   local W = tonumber(st[3])
-  if W and st[10] == '1' and now - tonumber(st[4]) < 300000 then
-    -- A floor just measured: the successes of the sends in flight at the
-    -- first throttle are told after it, and raise it.
-    local r = math.min(recent(now, 5), recent(now, 10))
-    if r > W then
-      W = r
+  if W and st[10] == '1' and all > since and st[17] then
+    -- A floor: the successes of the sends in flight at the first
+    -- throttle, told after it, are part of what was accepted (over its
+    -- span, a second at least), as long as it stands.
+    local fa = tonumber(st[17]) + (all - since) / (tonumber(st[16]) or 1)
+    redis.call('HSET', KEYS[1], 'fa', string.format('%.17g', fa))
+    if fa > W then
+      W = fa
       redis.call('HSET', KEYS[1], 'W', string.format('%.17g', W))
     end
   end
@@ -182,7 +217,7 @@ if adaptive == 1 then
   if W then
     rate = 0.99 * W
     local hold = holdFor(now, st[6], st[11], st[14])
-    local t = (now - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
+    local t = ((tonumber(st[18]) or now) - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
         rate = rate * 2 ^ (4 * t)
@@ -213,8 +248,8 @@ if adaptive == 1 then
       -- were spaced at the old rate, and the queue they make is worth
       -- less time at the new one. (A cut keeps the queue as it is.) The
       -- queue is kept so at once, with the interval it is now worth: a
-      -- booking told to ask again later books nothing, and the next must
-      -- start from both.
+      -- booking that is told to ask again later books nothing, and the
+      -- next must start from both.
       local lei = tonumber(st[7])
       if lei and ei < lei and tat > now then
         tat = now + (tat - now) * ei / lei
@@ -328,21 +363,28 @@ redis.call('PUBLISH', ARGV[5], f(pause - now))
 return pause - now
 `)
 
-// congestScript records a congestion event of the shared controller: a
-// throttle of a send booked under generation ARGV[1]. Throttles of sends
-// booked before the last event belong to it, so that three processes
-// throttled by one overload count once. ARGV[2] is the state's grace in
-// µs. It replies {1 if it was a new event, the generation now}.
+// congestScript records a throttle of the shared controller: of a send
+// booked under generation ARGV[1]. ARGV[2] is the state's grace in µs. It
+// replies {1 if it was a new congestion event, the generation now}.
 //
-// As Gentle does, it measures the limit W as the successes since the last
-// event over the time since: the first event gives a floor (over at least
-// a second), from which the rate probes at once; an event while the rate
-// probes (or while the limit is being found) can only raise W; one while
-// it holds lowers W, at most 4 times. A throttle with no success counted
-// since the last event is no measure: the server still refuses at the new
-// rate (a spent window, a limiter that counts refusals), and the rate
-// halves, once per generation, until a success, and the hold starts
-// again. The rate (in reserveScript) holds at 0.99·W for 4 seconds from
+// The generation works as [polite.Gentle]'s phase: an event makes it odd
+// (ep, the generation right after it), the first success of a send
+// booked since makes it even, and a halving moves it on by 2, odd still.
+// So a throttle tells where its send went: before the last event (in
+// flight at it: the same overload, which three processes throttled at
+// once count once), after it but before anything passed again, or after
+// both. Only the last is a congestion event; the second shows the server
+// still refusing at the new rate (a spent window, a limiter that counts
+// refusals), which is no measure: the rate halves, once per generation
+// (the sends booked before a halving do not halve again), until a
+// success, and the hold starts again.
+//
+// As Gentle does, an event measures the limit W as the successes of the
+// sends booked since the last event, over the time since: the first event
+// gives a floor (over at least a second), from which the rate probes at
+// once; an event while the rate probes (or while the limit is being
+// found) can only raise W; one while it holds lowers W, at most 4 times.
+// The rate (in reserveScript) holds at 0.99·W for 4 seconds from
 // the last event or halving (after a limit that stood dropped to less
 // than half, for 15% of the time since the drop, as Gentle's: see
 // holdFor), then doubles every second, or every quarter second while
@@ -355,31 +397,43 @@ var congestScript = redis.NewScript(recentLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
-local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr')
--- Half the rate the sends were last booked at: a climb that crossed the
--- limit crossed it within its last doubling.
-local half = 0
-if tonumber(st[8]) then half = math.min(500000 / tonumber(st[8]), 2 * recent(now, 5)) end
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr', 'ep', 'cv', 'fz')
 local gen = tonumber(st[4]) or 0
-if tonumber(ARGV[1]) ~= gen then return {0, gen} end
+local sent = tonumber(ARGV[1])
+local ep = tonumber(st[11])
+if sent > gen or (ep and sent < ep) then
+  -- In flight at the last event: the same overload. (Or booked under a
+  -- state since forgotten.)
+  return {0, gen}
+end
+if sent % 2 == 1 then
+  -- Booked since the last event, before anything passed again: the
+  -- server still refuses at the new rate. The rate halves, once per
+  -- generation.
+  if sent ~= gen then return {0, gen} end
+  local sp = (tonumber(st[7]) or 0) + 1
+  if sp > 16 then sp = 16 end
+  if st[5] == '1' then
+    -- While the limit is found, the curve stands still until a success
+    -- (as Gentle's does), rather than starting again from the estimate.
+    if not st[13] then redis.call('HSET', KEYS[1], 'fz', string.format('%.0f', now)) end
+    redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 2)
+  else
+    redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 2, 'cv', string.format('%.0f', now))
+  end
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
+  return {0, gen + 2}
+end
 local ev = tonumber(st[2]) or now
 local acc = tonumber(st[3]) or 0
 local prev = tonumber(st[1])
-if prev and acc == 0 then
-  -- No success counted since the last event: the server still refuses
-  -- at the new rate (a spent window, a limiter that counts refusals).
-  -- That is no new measure: the rate halves, until a success, once per
-  -- generation (the sends booked before the halving do not halve again).
-  local sp = (tonumber(st[7]) or 0) + 1
-  if sp > 16 then sp = 16 end
-  redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 1, 'cv', string.format('%.0f', now))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
-  return {0, gen + 1}
-end
 local span = (now - ev) / 1000000
 local measured = acc / math.max(span, 0.001)
 local fl = st[6] == '1'
 local hold = holdFor(now, st[5], st[9], st[10]) / 1000000
+-- Whether the rate probes: past its hold since the curve began (the
+-- event, or the end of the halvings after it).
+local curve = (now - (tonumber(st[12]) or ev)) / 1000000
 if prev and span < 0.5 and hold > 0 and not fl then
   -- A throttle half a second after an event, while the rate holds,
   -- belongs to it: a queueing server answers the sends it held late,
@@ -388,19 +442,33 @@ if prev and span < 0.5 and hold > 0 and not fl then
 end
 local W
 if not prev then
-  -- A floor: what was accepted since the first send, or at the rate of
-  -- the last half second's successes, no more than the last second's (a
-  -- burst at once is no rate).
-  W, fl = math.max(acc / math.max(span, 1), math.min(recent(now, 5), recent(now, 10)), half), true
-elseif fl or span > hold then
+  -- A floor: what was accepted since the first send (over a second at
+  -- least, fa: the successes of the sends in flight now add to it, as
+  -- they are told), or at the rate of the last half second's successes,
+  -- no more than the last second's (a burst at once is no rate), or half
+  -- the rate the sends were last booked at (a slow start crosses the
+  -- limit within its last doubling), no more than twice the last half
+  -- second's successes.
+  local half = 0
+  if tonumber(st[8]) then half = math.min(500000 / tonumber(st[8]), 2 * recent(now, 5)) end
+  local fa = acc / math.max(span, 1)
+  W, fl = math.max(fa, math.min(recent(now, 5), lastSecond(now)), half), true
+  redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa))
+elseif fl or curve > hold then
   -- A probe, or the climb from a floor, crossed the limit. After a climb
-  -- (or the first probe after one), the rate of the last 0.3 s of
-  -- successes tells it better than the whole climb; a probe from a held
+  -- the rate of the last 0.3 s of successes (no more than the last
+  -- second's) tells it better than the whole climb; a probe from a held
   -- limit keeps to the successes since the last event (the server's
-  -- burst, spent in a probe's last 0.3 s, would count as rate).
+  -- burst, refilled while the rate held and spent in a probe's last
+  -- 0.3 s, would count as rate).
   W, fl = math.max(prev, measured), false
-  if st[5] == '1' or st[6] == '1' or st[9] == '1' then W = math.max(W, recent(now, 3)) end
-  if st[5] == '1' or st[6] == '1' then W = math.max(W, half) end
+  if st[5] == '1' or st[6] == '1' then
+    -- A climb crossed the limit within its last doubling: half the rate
+    -- it booked at last (no more than twice the last half second's
+    -- successes) is a floor.
+    W = math.max(W, math.min(recent(now, 3), lastSecond(now)))
+    if tonumber(st[8]) then W = math.max(W, math.min(500000 / tonumber(st[8]), 2 * recent(now, 5))) end
+  end
 else
   W = math.min(prev, math.max(measured, prev / 4))
   if (st[9] ~= '1' or span >= 0.75) and W < 0.5 * prev then
@@ -413,8 +481,9 @@ if W < 0.5 then W = 0.5 end
 local fd = (not prev) or fl or W > 1.05 * prev
 -- The climb from a floor, or a finding, ends here: its measure is fresh.
 local fr = (not fd) and (st[5] == '1' or st[6] == '1')
-redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1,
+redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1, 'ep', gen + 1,
   'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
+redis.call('HDEL', KEYS[1], 'fz')
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}
 `)

@@ -157,8 +157,8 @@ type FleetGrant struct {
 // FleetAccepted counts the successes of sends booked under one
 // generation of a fleet's shared controller (see [FleetRequest.Accepted]).
 type FleetAccepted struct {
-	Gen uint64
-	N   int
+	Gen uint64 // the generation the sends were booked under ([FleetGrant.Gen])
+	N   int    // how many of them succeeded
 }
 
 // addAccepted returns a with n more successes of sends booked under gen,

@@ -415,11 +415,11 @@ func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
 	warm(t, f)
 	now, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
-	// A floor of 1 a second found 1 s ago: the rate has doubled 4 times
+	// A floor of 1 a second found 2 s ago: the rate has doubled 4 times
 	// since (to 15.84 a second); the queue was booked at 0.99 a second,
 	// 10 s of it.
 	key := fleet.RedisKey("polite", "k", "s")
-	require.NoError(t, rdb.HSet(ctx, key, "W", 1, "ev", now.Add(-time.Second).UnixMicro(), "fd", 1, "fl", 1, "gen", 1, "ep", 1,
+	require.NoError(t, rdb.HSet(ctx, key, "W", 1, "ev", now.Add(-2*time.Second).UnixMicro(), "fd", 1, "fl", 1, "gen", 1, "ep", 1,
 		"lei", math.Round(1e6/0.99), "tat", now.Add(10*time.Second).UnixMicro()).Err())
 	g, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)

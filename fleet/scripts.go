@@ -220,7 +220,7 @@ if adaptive == 1 then
     local t = ((tonumber(st[18]) or now) - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
-        rate = rate * 2 ^ (4 * t)
+        rate = rate * 2 ^ (2 * t) -- finding: doubling every half second
       else
         -- The probe doubles every second up to 1.1·W, stays there for a
         -- second (what a server's burst hides of a crossing shows then),
@@ -284,7 +284,7 @@ if paused < 0 then paused = 0 end
 if paced then
   -- A send the shared controller would book far ahead is not booked: it
   -- asks again in a while. The controller's rate may rise meanwhile
-  -- (it doubles every quarter second while finding the limit), and a
+  -- (it doubles every half second while finding the limit), and a
   -- send booked at a slot of the old rate would sleep until it.
   local horizon = 250000
   if st[6] ~= '1' and st[3] then horizon = math.max(1000000, 4 * ei) end
@@ -387,8 +387,12 @@ return pause - now
 // The rate (in reserveScript) holds at 0.99·W for 4 seconds from
 // the last event or halving (after a limit that stood dropped to less
 // than half, for 15% of the time since the drop, as Gentle's: see
-// holdFor), then doubles every second, or every quarter second while
-// finding. Unlike Gentle's, a probe stays at 1.1·W for a
+// holdFor), then doubles every second, or every half second while
+// finding (Gentle's doubles every quarter second, at most: a fleet's
+// successes are told late, with each process's next booking, and its
+// throttles a round trip late, by which time a climb twice as fast had
+// gone on past the limit: 11-13% of a fleet of 4's requests refused on
+// burst-1 against 5-9%). Unlike Gentle's, a probe stays at 1.1·W for a
 // second before it doubles on, and never speeds up past it: a fleet holds
 // many sends booked ahead, which go at the rate they were booked at, and
 // a probe that sped up while a server's burst hid the crossing had them

@@ -460,12 +460,14 @@ if not prev then
   redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa))
 elseif fl or curve > hold then
   -- A probe, or the climb from a floor, crossed the limit. After a climb
-  -- the rate of the last 0.3 s of successes (no more than the last
-  -- second's) tells it better than the whole climb; a probe from a held
-  -- limit keeps to the successes since the last event (the server's
-  -- burst, refilled while the rate held and spent in a probe's last
-  -- 0.3 s, would count as rate).
+  -- (or the first probe after one: a climb's measure may have ended
+  -- low, taken over its ramp) the rate of the last 0.3 s of successes
+  -- (no more than the last second's) tells it better than the whole
+  -- climb; a probe from a limit that held keeps to the successes since
+  -- the last event (the server's burst, refilled while the rate held and
+  -- spent in a probe's last 0.3 s, would count as rate).
   W, fl = math.max(prev, measured), false
+  if st[9] == '1' then W = math.max(W, math.min(recent(now, 3), lastSecond(now))) end
   if st[5] == '1' or st[6] == '1' then
     -- A climb crossed the limit within its last doubling: half the rate
     -- it booked at last (no more than twice the last half second's

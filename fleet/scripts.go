@@ -96,6 +96,14 @@ local function recent(now, k)
   end
   return sum / ((now - (nb - k + 1) * 100000) / 1000000)
 end
+-- halfBooked is half the rate the sends were last booked at (lei, their
+-- interval in µs; 0 if none), no more than twice the last half second's
+-- successes: a climb crosses the limit within its last doubling.
+local function halfBooked(now, lei)
+  lei = tonumber(lei)
+  if not lei then return 0 end
+  return math.min(500000 / lei, 2 * recent(now, 5))
+end
 -- lastSecond is the rate of the successes of the last second, over a
 -- second at least: a burst that came at once in it is no rate above what
 -- the second let through.
@@ -453,10 +461,8 @@ if not prev then
   -- the rate the sends were last booked at (a slow start crosses the
   -- limit within its last doubling), no more than twice the last half
   -- second's successes.
-  local half = 0
-  if tonumber(st[8]) then half = math.min(500000 / tonumber(st[8]), 2 * recent(now, 5)) end
   local fa = acc / math.max(span, 1)
-  W, fl = math.max(fa, math.min(recent(now, 5), lastSecond(now)), half), true
+  W, fl = math.max(fa, math.min(recent(now, 5), lastSecond(now)), halfBooked(now, st[8])), true
   redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa))
 elseif fl or curve > hold then
   -- A probe, or the climb from a floor, crossed the limit. After a climb
@@ -467,14 +473,10 @@ elseif fl or curve > hold then
   -- the last event (the server's burst, refilled while the rate held and
   -- spent in a probe's last 0.3 s, would count as rate).
   W, fl = math.max(prev, measured), false
-  if st[9] == '1' then W = math.max(W, math.min(recent(now, 3), lastSecond(now))) end
-  if st[5] == '1' or st[6] == '1' then
-    -- A climb crossed the limit within its last doubling: half the rate
-    -- it booked at last (no more than twice the last half second's
-    -- successes) is a floor.
-    W = math.max(W, math.min(recent(now, 3), lastSecond(now)))
-    if tonumber(st[8]) then W = math.max(W, math.min(500000 / tonumber(st[8]), 2 * recent(now, 5))) end
-  end
+  if st[5] == '1' or st[6] == '1' or st[9] == '1' then W = math.max(W, math.min(recent(now, 3), lastSecond(now))) end
+  -- A climb crossed the limit within its last doubling: half the rate it
+  -- booked at last is a floor.
+  if st[5] == '1' or st[6] == '1' then W = math.max(W, halfBooked(now, st[8])) end
 else
   W = math.min(prev, math.max(measured, prev / 4))
   if (st[9] ~= '1' or span >= 0.75) and W < 0.5 * prev then

@@ -643,7 +643,15 @@ func TestControlQuality(t *testing.T) {
 		case sc.down == [2]time.Duration{}:
 			assert.GreaterOrEqual(t, oracle.utilization, 0.97, "%s: the oracle shows what the server allows", sc.name)
 		}
-		assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, "%s: polite against AWS's controller", sc.name)
+		if sc.headers {
+			// The server states its limit: both pace at it, not by their
+			// controllers, and differ by how the run's goroutines were
+			// scheduled alone (0.916 against 0.936 once in CI, under -race;
+			// 0.94 each here).
+			assert.InDelta(t, cubic.utilization, polite.utilization, 0.03, "%s: polite against AWS's controller", sc.name)
+		} else {
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, "%s: polite against AWS's controller", sc.name)
+		}
 		sc.assertFloors(t, polite, qualitySeed)
 	}
 }

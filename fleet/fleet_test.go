@@ -579,6 +579,34 @@ func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
 	assert.NotNil(t, st[1], "the drop is marked")
 }
 
+// A throttle while the rate holds measures the limit from the rate the
+// sends booked since the last event went at and the share of their answers
+// told so far that were successes, not from the successes told over the
+// time since: those sends went only once the queue booked before the event
+// had gone, and their successes are told a round trip and a booking late.
+// (Measured so, a fleet of 4 holding at 100 a second took 73 for the limit
+// from one refusal: TestFleetLearnsTheLimitTogether, 0.81 of L in CI.)
+func TestSharedControllerMeasuresWhatWentWhileHolding(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	warm(t, f)
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	// The event a second ago; the queue booked before it went until 0.6 s
+	// ago; since, 59 sends went at 99 a second and 30 more are queued
+	// ahead; 40 successes and no refusal told so far.
+	us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
+	key := fleet.RedisKey("polite", "k", "s")
+	require.NoError(t, rdb.HSet(ctx, key, "W", 100, "ev", us(-time.Second), "qe", us(-600*time.Millisecond),
+		"lei", math.Round(1e6/99), "tat", us(300*time.Millisecond), "bk", 59+30, "acc", 40, "gen", 4, "ep", 3).Err())
+	require.NoError(t, f.Throttled(ctx, "k", 4))
+	w, err := rdb.HGet(ctx, key, "W").Float64()
+	require.NoError(t, err)
+	// 59 sends in 0.6 s, 40 of 41 answers successes: 96 a second (the
+	// successes told over the second since the event: 40).
+	assert.InDelta(t, 59*40/41/0.6, w, 2, "the limit, from what went and how it was answered")
+}
+
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
 // within the timeout and the fleet paces locally meanwhile; when Redis
 // answers again, a probe finds it.

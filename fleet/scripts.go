@@ -314,6 +314,11 @@ if ei > 0 then
   redis.call('HSET', KEYS[1], 'tat', f(tat))
   keep = tat
 end
+if adaptive == 1 then
+  -- Booked by the shared controller: counted until the next event, which
+  -- measures the rate at which they went (see congestScript).
+  redis.call('HINCRBY', KEYS[1], 'bk', cost)
+end
 if slow then
   -- Booked by the shared controller before any throttle: counted for
   -- the first booking at a named rate (above), for a second.
@@ -387,10 +392,12 @@ return pause - now
 // (the sends booked before a halving do not halve again), until a
 // success, and the hold starts again.
 //
-// As Gentle does, an event measures the limit W as the successes of the
-// sends booked since the last event, over the time since: the first event
-// gives a floor (over at least a second), from which the rate probes at
-// once; an event while the rate probes (or while the limit is being
+// As Gentle does, an event measures the limit W as the rate the server
+// accepted the sends booked since the last event at (the rate they went
+// at, times the share of their answers told so far that were successes:
+// their successes are told late, see measured below); the first event
+// gives a floor (the successes over at least a second), from which the
+// rate probes at once; an event while the rate probes (or while the limit is being
 // found) can only raise W; one while it holds lowers W, at most 4 times.
 // The rate (in reserveScript) holds at 0.99·W for 4 seconds from
 // the last event or halving (after a limit that stood dropped to less
@@ -409,7 +416,8 @@ var congestScript = redis.NewScript(recentLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
-local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr', 'ep', 'cv', 'fz')
+local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr', 'ep', 'cv', 'fz',
+  'tat', 'pause', 'bk', 'qe')
 local gen = tonumber(st[4]) or 0
 local sent = tonumber(ARGV[1])
 local ep = tonumber(st[11])
@@ -418,6 +426,8 @@ if sent > gen or (ep and sent < ep) then
   -- state since forgotten.)
   return {0, gen}
 end
+-- The refusals of the sends booked since the last event, told so far.
+local rf = redis.call('HINCRBY', KEYS[1], 'rf', 1)
 if sent % 2 == 1 then
   -- Booked since the last event, before anything passed again: the
   -- server still refuses at the new rate. The rate halves, once per
@@ -440,16 +450,30 @@ local ev = tonumber(st[2]) or now
 local acc = tonumber(st[3]) or 0
 local prev = tonumber(st[1])
 local span = (now - ev) / 1000000
+-- The rate the server accepted the sends booked since the last event at.
+-- They went once the queue booked before it (to qe) had gone, and their
+-- successes are told late: a round trip, and the process's next booking.
+-- Measured as the successes told over the time since, the rate came out a
+-- quarter low half a second after the event (and W with it, while the
+-- rate held), and a tenth low from a probe. So it is measured as the rate
+-- they went at (those booked, less those still queued ahead) times the
+-- share of their answers told so far that were successes.
+local start = math.max(ev, tonumber(st[17]) or ev)
 local measured = acc / math.max(span, 0.001)
+local booked, lei = tonumber(st[16]), tonumber(st[8])
+if booked and lei and now > start then
+  local ahead = math.max(0, (tonumber(st[14]) or now) - math.max(now, start, tonumber(st[15]) or 0)) / lei
+  measured = math.max(booked - ahead, 0) * acc / (acc + rf) / math.max((now - start) / 1000000, 0.001)
+end
 local fl = st[6] == '1'
 local hold = holdFor(now, st[5], st[9], st[10]) / 1000000
 -- Whether the rate probes: past its hold since the curve began (the
 -- event, or the end of the halvings after it).
 local curve = (now - (tonumber(st[12]) or ev)) / 1000000
-if prev and span < 0.5 and hold > 0 and not fl then
-  -- A throttle half a second after an event, while the rate holds,
-  -- belongs to it: a queueing server answers the sends it held late,
-  -- and what was told since is no measure yet.
+if prev and now - start < 500000 and hold > 0 and not fl then
+  -- A throttle within half a second of the sends booked since an event
+  -- going, while the rate holds, belongs to it: a queueing server answers
+  -- the sends it held late, and what was told since is no measure yet.
   return {0, gen}
 end
 local W
@@ -490,7 +514,8 @@ local fd = (not prev) or fl or W > 1.05 * prev
 -- The climb from a floor, or a finding, ends here: its measure is fresh.
 local fr = (not fd) and (st[5] == '1' or st[6] == '1')
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1, 'ep', gen + 1,
-  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now))
+  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now),
+  'bk', 0, 'rf', 0, 'qe', string.format('%.0f', math.max(now, tonumber(st[14]) or now, tonumber(st[15]) or now)))
 redis.call('HDEL', KEYS[1], 'fz')
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}

@@ -647,8 +647,8 @@ func TestControlQuality(t *testing.T) {
 			// The server states its limit: both pace at it, not by their
 			// controllers, and differ by how the run's goroutines were
 			// scheduled alone (0.916 against 0.936 once in CI, under -race;
-			// 0.94 each here).
-			assert.InDelta(t, cubic.utilization, polite.utilization, 0.03, "%s: polite against AWS's controller", sc.name)
+			// 0.94 each here); polite is let fall behind by that much.
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.03, "%s: polite against AWS's controller", sc.name)
 		} else {
 			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, "%s: polite against AWS's controller", sc.name)
 		}

@@ -53,14 +53,17 @@ func TestReserveSpacesSends(t *testing.T) {
 	warm(t, f)
 	start := time.Now()
 	var at []time.Duration // each booking's instant, from start
-	for range 20 {
+	for i := range 20 {
 		g, err := f.Reserve(ctx, "api.example", r)
 		require.NoError(t, err)
 		require.True(t, g.Granted)
 		assert.Equal(t, 1, g.Members)
+		if i == 0 {
+			// On Redis's clock: the round trip to it took 9 ms once in CI.
+			assert.Zero(t, g.Wait, "the first at once")
+		}
 		at = append(at, time.Since(start)+g.Wait)
 	}
-	assert.Less(t, at[0], 5*time.Millisecond, "the first at once")
 	for k := 1; k < len(at); k++ {
 		// 10ms apart on Redis's clock; read on this one, each booking
 		// carries the jitter of its round trip, and two of them the

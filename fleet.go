@@ -63,6 +63,21 @@ type Fleet interface {
 	Size() int
 }
 
+// FleetCongestion is implemented by a [Fleet] whose shared controller
+// tells its processes of a congestion event as it happens (package
+// github.com/politehttp/polite/fleet does, on the key's channel). A send
+// the shared controller booked under generation gen, asleep until its
+// slot, asks Congested before it goes; if an event came since, it books
+// again, at the rate the event cut to, rather than go at the rate it was
+// booked at (the event let the queue of such sends go). A Fleet without it
+// lets such sends go at their slots.
+type FleetCongestion interface {
+	// Congested reports whether key's shared controller has had a
+	// congestion event since generation gen, as this process last heard,
+	// without asking the store.
+	Congested(key string, gen uint64) bool
+}
+
 // FleetRequest is what a Transport asks of its [Fleet] for one send: the
 // limits that hold for the whole fleet.
 type FleetRequest struct {
@@ -446,6 +461,9 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	c.waiting(g.Wait, pauseCause(g.Paused, g.Wait))
 	if err := sleep(c.ctx, g.Wait); err != nil {
 		return false, err
+	}
+	if fc, ok := f.(FleetCongestion); ok && r.Adaptive && key != fleetGlobalKey && fc.Congested(key, g.Gen) {
+		return true, nil // the shared controller cut its rate meanwhile: book again at it
 	}
 	now = time.Now()
 	ks.mu.Lock()

@@ -3,6 +3,7 @@ package polite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -267,6 +268,54 @@ func TestFleetBookedSendHoldsForAPause(t *testing.T) {
 		assert.Equal(t, time.Second, time.Since(start), "sent when the pause ended, not at its slot")
 		assert.Len(t, f.asks, 2, "booked again after the pause")
 	})
+}
+
+// congestingFleet books the first send 300ms ahead under generation 1,
+// and hears of a congestion event (generation 2) 100ms later; later
+// bookings go at once under generation 2.
+type congestingFleet struct {
+	recordingFleet
+	event time.Time
+}
+
+func (f *congestingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	if f.event.IsZero() {
+		f.event = time.Now().Add(100 * time.Millisecond)
+		return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}, nil
+	}
+	return polite.FleetGrant{Granted: true, Gen: 2}, nil
+}
+
+func (f *congestingFleet) Congested(_ string, gen uint64) bool {
+	return !time.Now().Before(f.event) && gen < 2
+}
+
+// A send the shared controller booked before a congestion event, asleep
+// until its slot, books again at the rate the event cut to rather than go
+// at the old one; one the controller did not book (a configured rate)
+// goes at its slot.
+func TestFleetBookedSendBooksAgainAfterAnEvent(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &congestingFleet{}
+				opts := []polite.Option{polite.WithFleet(f)}
+				if !shared {
+					opts = append(opts, polite.WithRate(10, 1))
+				}
+				tr := polite.New(newStub(status(200)), opts...)
+				start := time.Now()
+				fetch(t, tr, "http://a.test/").Body.Close()
+				assert.Equal(t, 300*time.Millisecond, time.Since(start), "woke at its slot")
+				if shared {
+					assert.Len(t, f.asks, 2, "booked again")
+				} else {
+					assert.Len(t, f.asks, 1, "went at its slot")
+				}
+			})
+		})
+	}
 }
 
 // laterFleet tells the first bookings of each call to ask again later (a

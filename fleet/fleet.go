@@ -195,6 +195,7 @@ type Fleet struct {
 }
 
 var _ polite.Fleet = (*Fleet)(nil)
+var _ polite.FleetCongestion = (*Fleet)(nil)
 
 // An Option configures a [Fleet].
 type Option func(*Fleet)
@@ -368,7 +369,7 @@ func acceptedArg(a []polite.FleetAccepted) string {
 // Throttled implements [polite.Fleet]: it tells key's shared controller
 // of a throttle of a send booked under generation gen (see congestScript).
 func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
-	_, err := f.run(ctx, "congest", congestScript, f.stateKey(key), gen, grace.Microseconds())
+	_, err := f.run(ctx, "congest", congestScript, f.stateKey(key), gen, grace.Microseconds(), f.channel(key))
 	return err
 }
 

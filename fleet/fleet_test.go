@@ -610,6 +610,48 @@ func TestSharedControllerMeasuresWhatWentWhileHolding(t *testing.T) {
 	assert.InDelta(t, 59*40/41/0.6, w, 2, "the limit, from what went and how it was answered")
 }
 
+// A congestion event lets go the queue the shared controller had booked
+// at the old rate: the next send is booked from now at the new one, and
+// every process hears of the event, so that its sends booked before it,
+// asleep until their slots, book again rather than go at the old rate (a
+// fleet's queue had gone on at a rate the server was refusing; HAProxy,
+// which counts refusals, locked it out for a second).
+func TestSharedControllerEventLetsTheQueueGo(t *testing.T) {
+	rdb := newClient(t, startRedis(t).addr)
+	a := newFleet(t, rdb, fleet.WithMember("a"), fleet.WithSharedController(true))
+	b := newFleet(t, rdb, fleet.WithMember("b"), fleet.WithSharedController(true))
+	warm(t, a)
+	warm(t, b)
+	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	// A limit of 100 held for 2 s, 190 successes told of 280 booked; a queue
+	// of 0.8 s at 99 a second.
+	key := fleet.RedisKey("polite", "k", "s")
+	require.NoError(t, rdb.HSet(ctx, key, "W", 100, "ev", now.Add(-2*time.Second).UnixMicro(), "qe", now.Add(-2*time.Second).UnixMicro(),
+		"lei", math.Round(1e6/99), "tat", now.Add(800*time.Millisecond).UnixMicro(), "bk", 280, "acc", 190, "gen", 4, "ep", 3).Err())
+	queued, err := a.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	require.Greater(t, queued.Wait, 700*time.Millisecond, "behind the queue")
+	assert.False(t, a.Congested("k", queued.Gen))
+	require.NoError(t, b.Throttled(ctx, "k", queued.Gen))
+	require.Eventually(t, func() bool { return a.Congested("k", queued.Gen) }, time.Second, time.Millisecond,
+		"the other process hears of the event")
+	next, err := a.Reserve(ctx, "k", r)
+	require.NoError(t, err)
+	assert.Less(t, next.Wait, 50*time.Millisecond, "booked from now: the queue was let go")
+	assert.False(t, a.Congested("k", next.Gen), "booked since the event")
+
+	// A first event with fewer than 10 successes told keeps the queue: the
+	// successes of its sends are what raise the floor.
+	first := fleet.RedisKey("polite", "f", "s")
+	require.NoError(t, rdb.HSet(ctx, first, "ev", now.UnixMicro(), "lei", 2500, "tat", now.Add(500*time.Millisecond).UnixMicro(), "acc", 3).Err())
+	require.NoError(t, b.Throttled(ctx, "f", 0))
+	tat, err := rdb.HGet(ctx, first, "tat").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, now.Add(500*time.Millisecond).UnixMicro(), tat, "the queue kept")
+}
+
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
 // within the timeout and the fleet paces locally meanwhile; when Redis
 // answers again, a probe finds it.

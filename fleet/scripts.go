@@ -513,10 +513,22 @@ if W < 0.5 then W = 0.5 end
 local fd = (not prev) or fl or W > 1.05 * prev
 -- The climb from a floor, or a finding, ends here: its measure is fresh.
 local fr = (not fd) and (st[5] == '1' or st[6] == '1')
+-- The sends booked before the event and not yet gone book again, at the
+-- new rate (they hear of it on the key's channel, ARGV[3]): the queue they
+-- made is let go, and the new one starts now (or when a pause ends). Not
+-- at a first event with fewer than 10 successes told: its floor has
+-- little to go on but the successes of the sends booked before it (fa);
+-- let go, a floor of 1 a second stayed there (burst-1, whose first
+-- refusals come with the first sends: 0.02 and 0.14 of L in 2 runs of 5).
+local qe = math.max(now, tonumber(st[15]) or now)
+local letGo = ARGV[3] and (prev or acc >= 10)
+if not letGo then qe = math.max(qe, tonumber(st[14]) or now) end
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1, 'ep', gen + 1,
   'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now),
-  'bk', 0, 'rf', 0, 'qe', string.format('%.0f', math.max(now, tonumber(st[14]) or now, tonumber(st[15]) or now)))
+  'bk', 0, 'rf', 0, 'qe', string.format('%.0f', qe))
+if letGo and (tonumber(st[14]) or now) > qe then redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', qe)) end
 redis.call('HDEL', KEYS[1], 'fz')
+if letGo then redis.call('PUBLISH', ARGV[3], 'e' .. (gen + 1)) end
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
 return {1, gen + 1}
 `)

@@ -21,6 +21,7 @@ import (
 type watcher struct {
 	mu     sync.Mutex
 	until  map[string]time.Time // key → the end of its pause, as published
+	events map[string]uint64    // key → the generation its shared controller's last event began, as published
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed bool
@@ -62,9 +63,17 @@ func (f *Fleet) watch() {
 	})
 }
 
-// heard records a pause published on a key's channel.
+// heard records a pause, or an event of the shared controller ("e" and
+// the generation it began), published on a key's channel.
 func (f *Fleet) heard(m *redis.Message) {
 	key, ok := f.keyOf(m.Channel)
+	if g, event := strings.CutPrefix(m.Payload, "e"); event {
+		gen, err := strconv.ParseUint(g, 10, 64)
+		if ok && err == nil {
+			f.heardEvent(key, gen)
+		}
+		return
+	}
 	us, err := strconv.ParseInt(m.Payload, 10, 64)
 	if !ok || err != nil || us <= 0 {
 		return
@@ -87,6 +96,31 @@ func (f *Fleet) heard(m *redis.Message) {
 	if len(w.until) < maxPockets && until.After(w.until[key]) {
 		w.until[key] = until
 	}
+}
+
+// heardEvent records that key's shared controller began generation gen
+// with a congestion event. Of many keys, it keeps the newest events only
+// (maxPockets): a send that misses one goes at the slot it was booked.
+func (f *Fleet) heardEvent(key string, gen uint64) {
+	w := &f.watcher
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events == nil || len(w.events) >= maxPockets && w.events[key] == 0 {
+		w.events = make(map[string]uint64)
+	}
+	w.events[key] = max(w.events[key], gen)
+}
+
+// Congested reports whether key's shared controller has had a congestion
+// event since generation gen, as this process last heard, without asking
+// Redis: a send it booked under gen, asleep until its slot, books again at
+// the new rate rather than go at the old one (the event let the queue
+// of such sends go).
+func (f *Fleet) Congested(key string, gen uint64) bool {
+	w := &f.watcher
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.events[key] > gen
 }
 
 // keyOf returns the polite key of a pause channel of the namespace.

@@ -735,6 +735,11 @@ func TestControlQualityVariants(t *testing.T) {
 			// at once, into the server's burst of 100, where polite's first
 			// contact sends two, then paces: 0.6% of the run.
 			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.01, v.name)
+		case strings.Contains(v.name, "client-bound"):
+			// Two callers cannot reach the limit: neither controller paces,
+			// and the two differ by how the run was scheduled alone (0.984
+			// against 0.985 once in CI, under -race).
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.01, v.name)
 		default:
 			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, v.name)
 		}

@@ -462,8 +462,10 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 	if err := sleep(c.ctx, g.Wait); err != nil {
 		return false, err
 	}
-	if fc, ok := f.(FleetCongestion); ok && r.Adaptive && key != fleetGlobalKey && fc.Congested(key, g.Gen) {
-		return true, nil // the shared controller cut its rate meanwhile: book again at it
+	if r.Adaptive && key != fleetGlobalKey {
+		if fc, ok := f.(FleetCongestion); ok && fc.Congested(key, g.Gen) {
+			return true, nil // the shared controller cut its rate meanwhile: book again at it
+		}
 	}
 	now = time.Now()
 	ks.mu.Lock()

@@ -99,8 +99,9 @@ func (f *Fleet) heard(m *redis.Message) {
 }
 
 // heardEvent records that key's shared controller began generation gen
-// with a congestion event. Of many keys, it keeps the newest events only
-// (maxPockets): a send that misses one goes at the slot it was booked.
+// with a congestion event. It holds maxPockets keys at most: a new key
+// past that forgets them all, and a send whose event was forgotten goes at
+// the slot it was booked.
 func (f *Fleet) heardEvent(key string, gen uint64) {
 	w := &f.watcher
 	w.mu.Lock()

@@ -51,7 +51,7 @@ func runDemo(ctx context.Context, args []string, e *env) int {
 	fs.DurationVar(&f.duration, "duration", 24*time.Second, "how long the clients run (at least 1s; all the scenarios run at once)")
 	fs.StringVar(&f.out, "o", "demo.svg", `the chart's file, .svg or .png ("" for none)`)
 	fs.BoolVar(&f.json, "json", false, "write the results as JSON on stdout instead of a table")
-	fs.BoolVar(&f.check, "check", false, "exit 1 unless polite delivered at least 90% of the limit with at most 3% refused on the servers whose limit holds (bucket, window)")
+	fs.BoolVar(&f.check, "check", false, fmt.Sprintf("exit 1 unless polite delivered at least %.0f%% of the limit with at most %.0f%% refused on the servers whose limit holds (bucket, window)", 100*checkUtilization, checkRejectedPct))
 	fs.IntVar(&f.fleet, "fleet", 0, "run polite as N Transports sharing one quota (polite.WithFleet) through the Redis at REDIS_ADDR, or one in this process (0: one Transport)")
 	if code := parseFlags(fs, args, e); code >= 0 {
 		return code

@@ -121,13 +121,13 @@ func fleetNote(n int) string {
 	return fmt.Sprintf(" (here %d Transports sharing one quota through Redis, polite.WithFleet)", n)
 }
 
-// Goals of polite demo -check, on the servers whose limit holds. The
-// bucket's utilization goal was 0.90; since issue 19's controller polite
-// gets 0.84 to 1.00 of it (0.89, 0.94, 0.84 and 1.00 in CI, 2026-11-27; 0.98 on
-// 2026-11-24), each refusal holding its worker for the whole second of
-// Retry-After: 1. The check holds 0.80 until that regression is fixed.
+// Goals of polite demo -check, on the servers whose limit holds. (From
+// issue 19's controller to 2026-11-28 the bucket got 0.76 to 1.00 of its
+// limit: the refusals of a first contact held 7 of the 8 workers for the
+// second of their Retry-After: 1, and the climb measured the one left;
+// the check held 0.80 until that was fixed.)
 const (
-	checkUtilization = 0.80 // accepted ÷ allowed, at least
+	checkUtilization = 0.90 // accepted ÷ allowed, at least
 	checkRejectedPct = 3.0  // rejected ÷ sent, in percent, at most
 )
 

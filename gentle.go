@@ -112,11 +112,11 @@ const (
 // after each event that found it more than 5% higher) there is no hold,
 // and the rate doubles every quarter of a second; from a floor, every 8
 // least round trips (a sixteenth of a second at least), so that a floor
-// far below the limit is left in round trips, not seconds. While finding,
-// the rate is at most 4 times the successes of the last second (0.99·W
-// at least): callers held by a refusal's Retry-After send nothing, and a
-// curve that rose meanwhile would let them all go at once when they come
-// back, into the same refusal. A limit that
+// far below the limit is left in round trips, not seconds. Past twice
+// 0.99·W, the rate while finding is at most 4 times the successes of the
+// last second: callers held by a refusal's Retry-After send nothing, and
+// a curve that rose meanwhile would let them all go at once when they
+// come back, into the same refusal. A limit that
 // stood and drops to less than half may come back: after such a drop
 // the hold is 15% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
@@ -432,7 +432,7 @@ func (g *Gentle) forgetLocked(n int64) {
 	g.rate, g.limit, g.stated = 0, 0, 0
 	g.enabled, g.floor, g.finding, g.fresh, g.queued = false, false, false, false, false
 	g.accepted, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, 0, 0, 0, 0, 0
-	g.second, g.least = [5]uint16{}, 0
+	g.least = 0 // the last second's successes stay: they pace the climb (findRate)
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event + 1)
 }
@@ -702,14 +702,14 @@ func (g *Gentle) curve(n int64) float64 {
 
 // findRate returns the rate at n (Unix nanoseconds) while the limit is
 // being found: the curve, however little was sent, up to
-// gentleFindDemand times the successes of the last second (0.99 of the
-// estimate at least). A curve with no one sending would otherwise rise
-// for as long as the callers are held (a refused call waits out its
+// gentleFindDemand times the successes of the last second once it has
+// doubled from the estimate. A curve with no one sending would otherwise
+// rise for as long as the callers are held (a refused call waits out its
 // Retry-After: a key of a few callers can have them all held), and the
-// callers coming back would go at once, into the same refusal. It
+// callers coming back would all go at once, into the same refusal. It
 // requires g.mu held.
 func (g *Gentle) findRate(n int64) float64 {
-	return math.Min(g.curve(n), math.Max(gentleHold*g.limit, gentleFindDemand*g.lastSecond(n)))
+	return math.Min(g.curve(n), math.Max(2*gentleHold*g.limit, gentleFindDemand*g.lastSecond(n)))
 }
 
 // state returns what observe returns. It requires g.mu held.

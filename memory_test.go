@@ -61,8 +61,10 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			if sc.name == "burst1" {
 				// A stale start is a cold start (the same timeline, 0.2 s
 				// later), and where the rate holds after finding the limit
-				// spreads with the jitter: 0.64-0.69 cold, 0.58-0.66 stale.
-				margin = 0.08
+				// spreads with the jitter: 0.51-0.69 cold, 0.55-0.66 stale
+				// (medians of 5, 2026-11-28; on the real bench, one run
+				// each, 0.17-0.69 of the limit that day).
+				margin = 0.1
 			}
 			assert.GreaterOrEqual(t, stale.utilization, cold.utilization-margin, "stale: no worse than cold")
 			assert.LessOrEqual(t, stale.rejected, cold.rejected+0.006, "stale: no worse than cold")

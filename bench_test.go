@@ -168,3 +168,34 @@ func BenchmarkParseSignals(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseSignalsLongDate parses a response whose Retry-After is a
+// megabyte that is not a number, against one with a valid HTTP-date, and
+// against http.ParseTime of the same megabyte: what ParseSignals called
+// on it before it refused values longer than any HTTP-date unparsed
+// (time.Parse copies a value it fails on into its error, and
+// http.ParseTime tries three layouts).
+func BenchmarkParseSignalsLongDate(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	long := strings.Repeat("x", 1<<20)
+	date := http.Header{"Retry-After": {"Thu, 01 Jan 2026 00:00:30 GMT"}}
+	mb := http.Header{"Retry-After": {long}}
+	b.Run("date", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			polite.ParseSignals(date, now)
+		}
+	})
+	b.Run("1MB", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			polite.ParseSignals(mb, now)
+		}
+	})
+	b.Run("1MB-http.ParseTime", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = http.ParseTime(long)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package polite
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"net/textproto"
@@ -140,7 +141,10 @@ const epochThreshold = 1704067200
 // A numeric reset at least 1704067200 is a Unix time, a smaller one is
 // seconds from now. Times the server states are corrected by how far its
 // Date is from now, so that they come late rather than early. Malformed values
-// are ignored; none can overflow. ParseSignals is a pure function of h and
+// are ignored; none can overflow. A value read as a date that is longer
+// than any date of its form (33 bytes for an HTTP-date, 35 for an RFC 3339
+// time) is malformed, and ignored unparsed: a megabyte of header costs no
+// copy of it. ParseSignals is a pure function of h and
 // now.
 func ParseSignals(h http.Header, now time.Time) Signals {
 	var r reading
@@ -652,6 +656,9 @@ func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, sla
 		return now.Add(d), wholeSlack(v), ok
 	}
 	if isDigit(v[0]) && strings.IndexByte(v, 'T') > 0 {
+		if len(v) > maxRFC3339 {
+			return time.Time{}, 0, false // not parsed: see maxRFC3339
+		}
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			return t.In(now.Location()).Add(-skew), stateSlack(t.Nanosecond() == 0, skew), true
 		}
@@ -726,8 +733,11 @@ func seconds(f float64) (time.Duration, bool) {
 // parseDecimal reads a non-negative decimal number: digits with an
 // optional fraction ("596.0"). No sign, exponent, spaces or specials.
 func parseDecimal(s string) (float64, bool) {
+	if len(s) > 32 {
+		return 0, false
+	}
 	whole, frac, dot := strings.Cut(s, ".")
-	if whole == "" || (dot && frac == "") || len(s) > 32 {
+	if whole == "" || (dot && frac == "") {
 		return 0, false
 	}
 	var n uint64
@@ -781,10 +791,32 @@ func parseSeconds(s string) (time.Duration, bool) {
 	return time.Duration(d), true
 }
 
+// The longest dates that ParseSignals reads. A longer value is not a date,
+// and is refused before it is parsed: time.Parse, which fails on it, would
+// copy it into its error (http.ParseTime tries three layouts, so a
+// megabyte of Retry-After cost 6 MB).
+const (
+	// maxHTTPDate is the longest HTTP-date of RFC 9110 §5.6.7: the
+	// obsolete RFC 850 form with the longest day name. An IMF-fixdate has
+	// 29 bytes ("Sun, 06 Nov 1994 08:49:37 GMT"), an asctime date 24.
+	maxHTTPDate = len("Wednesday, 09-Nov-94 08:49:37 GMT")
+	// maxRFC3339 is the longest RFC 3339 time stated to the nanosecond,
+	// the finest a time.Time holds.
+	maxRFC3339 = len("2006-01-02T15:04:05.999999999+07:00")
+)
+
+// errLongDate is parseHTTPDate's error for a value longer than any
+// HTTP-date.
+var errLongDate = errors.New("polite: longer than an HTTP-date")
+
 // parseHTTPDate reads an HTTP-date as [http.ParseTime] does, and also the
 // dates some servers write with Go's time.RFC1123, whose zone is "UTC"
-// where HTTP says "GMT" (sethvargo/go-limiter's reset and Retry-After).
+// where HTTP says "GMT" (sethvargo/go-limiter's reset and Retry-After). A
+// value longer than maxHTTPDate is refused unread.
 func parseHTTPDate(v string) (time.Time, error) {
+	if len(v) > maxHTTPDate {
+		return time.Time{}, errLongDate
+	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		if rest, ok := strings.CutSuffix(v, " UTC"); ok {
@@ -800,8 +832,17 @@ func parseHTTPDate(v string) (time.Time, error) {
 // "1.5"), of any length: a number as parseDecimal and parseSeconds read it,
 // whether or not it fits their ranges.
 func isDecimal(s string) bool {
-	whole, frac, dot := strings.Cut(s, ".")
-	return allDigits(whole) && (!dot || allDigits(frac))
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	switch {
+	case i == 0:
+		return false
+	case i == len(s):
+		return true
+	}
+	return s[i] == '.' && allDigits(s[i+1:]) // stops at the first byte that is not a digit
 }
 
 func allDigits(s string) bool {

@@ -35,9 +35,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Sun, 22 Nov 2026 12:01:30 GMT", 90 * time.Second, true},
 		{"Sunday, 22-Nov-26 12:01:30 GMT", 90 * time.Second, true},
 		{"Sun Nov 22 12:01:30 2026", 90 * time.Second, true},
-		{"Sun, 22 Nov 2026 12:01:30 UTC", 90 * time.Second, true}, // Go's time.RFC1123, as sethvargo/go-limiter writes it
-		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},                // in the past: now
-		{"Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64, true},    // beyond a Duration's 292 years: saturated
+		{"Sun, 22 Nov 2026 12:01:30 UTC", 90 * time.Second, true},                  // Go's time.RFC1123, as sethvargo/go-limiter writes it
+		{"Wednesday, 25-Nov-26 12:01:30 GMT", 72*time.Hour + 90*time.Second, true}, // the longest HTTP-date: 33 bytes
+		{"Sun, 22 Nov 2026 11:00:00 GMT", 0, true},                                 // in the past: now
+		{"Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64, true},                     // beyond a Duration's 292 years: saturated
 		// ignored
 		{"", 0, false},
 		{" ", 0, false},
@@ -57,6 +58,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"9223372036.854775808", math.MaxInt64, true}, // one nanosecond over
 		{"99999999999999999999999999", math.MaxInt64, true},
 		{"Sun, 22 Nov 2026 12:01:30 PST", 0, false},
+		{"Sun, 22 Nov 2026 12:01:30.0000 GMT", 0, false}, // no HTTP-date: 34 bytes, not parsed (http.ParseTime takes it)
 		{"2026-11-22T12:01:30Z", 0, false},
 		{"soon", 0, false},
 		{"<html>", 0, false},
@@ -70,6 +72,27 @@ func TestParseRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A value longer than any date of its form is refused before it is
+// parsed, whatever it ends with; one at the longest is read.
+func TestLongDatesAreNotParsed(t *testing.T) {
+	longest := "Wednesday, 25-Nov-26 12:01:30 GMT"
+	_, err := parseHTTPDate(longest)
+	assert.NoError(t, err)
+	assert.Len(t, longest, maxHTTPDate)
+	_, err = parseHTTPDate(longest + " ")
+	assert.ErrorIs(t, err, errLongDate)
+	_, err = parseHTTPDate("Sun, 22 Nov 2026 12:01:30" + strings.Repeat(" ", 10) + "UTC")
+	assert.ErrorIs(t, err, errLongDate)
+
+	nano := "2026-11-22T12:01:30.123456789+01:00"
+	assert.Len(t, nano, maxRFC3339)
+	at, _, ok := parseInstant(nano, testNow, 0)
+	assert.True(t, ok)
+	assert.Equal(t, 123456789, at.Nanosecond())
+	_, _, ok = parseInstant("2026-11-22T12:01:30.1234567891+01:00", testNow, 0) // past the nanosecond
+	assert.False(t, ok)
 }
 
 func TestParseRetryAfterFirstValueCounts(t *testing.T) {

@@ -140,6 +140,45 @@ func TestHostileHeaders(t *testing.T) {
 	}
 }
 
+// TestHostileDates: a megabyte in a header read as a date (Retry-After
+// that is not a number, X-RateLimit-Retry-After, a reset, Date) is
+// ignored without being copied: longer than any date, it is not parsed.
+// time.Parse copies what it fails to parse into its error, and
+// http.ParseTime tries three layouts: 6 MB a response before.
+func TestHostileDates(t *testing.T) {
+	pad := strings.Repeat("x", 1<<20)
+	cases := map[string]http.Header{
+		"Retry-After":               {"Retry-After": {pad}},
+		"Retry-After, a date first": {"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT" + pad}},
+		"Retry-After, UTC last":     {"Retry-After": {"Sun, 06 Nov 1994 08:49:37" + pad + " UTC"}},
+		"X-RateLimit-Retry-After":   {"X-Ratelimit-Retry-After": {pad}},
+		"X-RateLimit-Reset":         {"X-Ratelimit-Reset": {pad}, "X-Ratelimit-Remaining": {"0"}},
+		"Anthropic reset, RFC 3339": {"Anthropic-Ratelimit-Requests-Reset": {"2026-01-01T00:00:30Z" + pad}, "Anthropic-Ratelimit-Requests-Remaining": {"0"}},
+		"Date":                      {"Date": {pad}, "X-Ratelimit-Reset": {"1767225630"}, "X-Ratelimit-Remaining": {"0"}},
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			const parses = 20
+			var s polite.Signals
+			bytes := allocated(func() {
+				for range parses {
+					s = polite.ParseSignals(h, now)
+				}
+			})
+			// A copy of the value would be a megabyte a parse; a parse
+			// that copies nothing allocates a few hundred bytes.
+			assert.Less(t, bytes/parses, uint64(16<<10), "bytes allocated a parse")
+			assert.False(t, s.HasRetryAfter, "a malformed date is ignored")
+			if name == "Date" {
+				assert.True(t, s.Quota.Reset.Equal(now.Add(30*time.Second)), "the reset stands, uncorrected")
+			} else {
+				assert.True(t, s.Quota.Reset.IsZero(), "a malformed reset is ignored")
+			}
+		})
+	}
+}
+
 // flatten turns h into name, value pairs.
 func flatten(h http.Header) []string {
 	var kv []string

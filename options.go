@@ -238,10 +238,14 @@ func WithAdaptive(mode AdaptiveMode) Option {
 // servers with a concurrent-request limit (Stripe's, a crawler's per-host
 // politeness) ask. A request holds its place from just before it is sent
 // until the caller has read its body to the end or closed it (or polite has
-// discarded it), or until it fails; retries take a place again. Calls that
-// find every place taken wait in the order they came, as long as their
-// context allows. The cap needs callers to close response bodies, as
-// net/http asks.
+// discarded it), or until it fails; retries take a place again, and so
+// does every fetch of robots.txt under [WithCrawlDelay], the first and
+// those after it, for as long as the fetch lasts. Calls that find every
+// place taken wait in the order they came, as long as their context
+// allows. The cap needs callers to close response bodies, as net/http
+// asks: a caller that holds every place of a key (its bodies open) and
+// calls the key again waits as any call does, for its request or for the
+// robots.txt it needs, until a place is free or the call's context ends.
 //
 // Default: no cap. n < 1 means no cap.
 func WithMaxInFlight(n int) Option {
@@ -267,10 +271,14 @@ func WithGlobalRate(perSecond float64, burst int) Option {
 // "*". Decimal delays are honoured; delays over a minute count as a
 // minute. robots.txt is fetched through the wrapped RoundTripper by the
 // first request to the host, following up to five redirects; the requests
-// that come meanwhile wait for it. By RFC 9309, a robots.txt answered with
-// a 4xx means no restriction, and one unreachable (a 5xx, a 429 or a
-// network error) puts the whole host off limits: requests to it fail with a
-// [*RobotsError] until robots.txt is asked for again, a minute later.
+// that come meanwhile wait for it. Each fetch is a request to the host
+// like any other: under [WithMaxInFlight] it takes a place of the key of
+// the call that fetches it, the first fetch as those after it, waiting
+// for one while the key's places are held. By RFC 9309, a robots.txt
+// answered with a 4xx means no restriction, and one unreachable (a 5xx, a
+// 429 or a network error) puts the whole host off limits: requests to it
+// fail with a [*RobotsError] until robots.txt is asked for again, a minute
+// later.
 // polite does not enforce Allow and Disallow rules; crawlers still check
 // them.
 //

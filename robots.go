@@ -95,17 +95,27 @@ func (c *call) admitRobots() error {
 }
 
 // fetchRobotsInto fetches robots.txt for e, which the call has marked as
-// fetching with done, keeps what it says, and closes done. If the caller
-// gave up, or a panic (next's, a hook's) ended the fetch, e is left as it
-// was, for another call to fetch: the calls waiting on done never wait for
-// a fetch that is over.
+// fetching with done, keeps what it says, and closes done. The fetch is a
+// request to the key's server: under WithMaxInFlight it takes one of the
+// key's slots, as an attempt does, waiting for it if the key has none
+// free, and holds it until the fetch ends (robots.txt read, redirects
+// followed). If the caller gave up, or a panic (next's, a hook's) ended
+// the fetch, e is left as it was, for another call to fetch: the calls
+// waiting on done never wait for a fetch that is over.
 func (c *call) fetchRobotsInto(ctx context.Context, e *robotsEntry, done chan struct{}) error {
+	var slot *keyState
 	defer func() {
+		if slot != nil {
+			releaseSlot(slot)
+		}
 		e.mu.Lock()
 		e.fetching = nil
 		e.mu.Unlock()
 		close(done)
 	}()
+	if err := c.takeSlot(&slot); err != nil {
+		return err
+	}
 	delay, rerr, err := c.t.fetchRobots(ctx, c.req)
 	if err != nil {
 		return err

@@ -1,9 +1,12 @@
 package polite_test
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -170,6 +173,171 @@ func TestSpacingJitter(t *testing.T) {
 		assert.Greater(t, len(seen), 100, "gaps vary")
 		mean := time.Since(start) / 199
 		assert.InDelta(t, 2, mean.Seconds(), 0.2, "the mean stays the delay")
+	})
+}
+
+// hostCount is a next that counts, by host (without the scheme, as the
+// default key has it), the requests in flight: from their sending until
+// their response body is closed. It records the most it saw at once.
+type hostCount struct {
+	mu     sync.Mutex
+	now    map[string]int
+	peak   map[string]int
+	robots int // robots.txt requests
+}
+
+func newHostCount() *hostCount {
+	return &hostCount{now: map[string]int{}, peak: map[string]int{}}
+}
+
+func (h *hostCount) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.URL.Host
+	h.mu.Lock()
+	h.now[host]++
+	h.peak[host] = max(h.peak[host], h.now[host])
+	if req.URL.Path == "/robots.txt" {
+		h.robots++
+	}
+	h.mu.Unlock()
+	body := &countedBody{Reader: strings.NewReader("page"), done: func() {
+		h.mu.Lock()
+		h.now[host]--
+		h.mu.Unlock()
+	}}
+	return respond(req, http.StatusOK, body), nil
+}
+
+// countedBody calls done once, when closed.
+type countedBody struct {
+	io.Reader
+	done func()
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(b.done)
+	return nil
+}
+
+// figures returns the most requests seen in flight at host at once, and
+// the robots.txt requests.
+func (h *hostCount) figures(host string) (peak, robots int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peak[host], h.robots
+}
+
+// A robots.txt fetch takes a place under WithMaxInFlight as any request
+// does: fetched again (its entry forgotten while the host was idle, or a
+// day old), or fetched first for another scheme of the same key, while a
+// caller holds a response body open, it waits for the place.
+func TestRobotsFetchTakesAPlaceInFlight(t *testing.T) {
+	tests := []struct {
+		name   string
+		idle   time.Duration // WithIdleTimeout
+		later  time.Duration // how long the first body is held before the second call
+		second string        // the second call's URL
+	}{
+		{"forgotten", time.Minute, 3 * time.Minute, "http://a.test/2"},
+		{"a day old", polite.DefaultIdleTimeout, 25 * time.Hour, "http://a.test/2"},
+		{"first for https", polite.DefaultIdleTimeout, 0, "https://a.test/2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				next := newHostCount()
+				tr := polite.New(next, polite.WithCrawlDelay(true), polite.WithMaxInFlight(1), polite.WithIdleTimeout(tt.idle))
+				held, err := get(t, t.Context(), tr, "http://a.test/1")
+				require.NoError(t, err)
+				time.Sleep(tt.later)
+
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					resp, err := get(t, t.Context(), tr, tt.second)
+					if assert.NoError(t, err) {
+						readBody(t, resp)
+					}
+				}()
+				synctest.Wait()
+				peak, robots := next.figures("a.test")
+				assert.Equal(t, 1, peak, "requests in flight at the host while a body is held")
+				assert.Equal(t, 1, robots, "robots.txt waits for a place")
+				readBody(t, held)
+				<-done
+				peak, robots = next.figures("a.test")
+				assert.Equal(t, 1, peak, "requests in flight at the host")
+				assert.Equal(t, 2, robots, "robots.txt fetched again once the place was free")
+			})
+		})
+	}
+}
+
+// A caller that holds the only place and calls the key again waits for a
+// place, for robots.txt as for its own request, until its deadline: it
+// never deadlocks for longer, and robots.txt is left for the next call to
+// fetch.
+func TestRobotsFetchWaitsForTheCallersOwnBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newHostCount()
+		tr := polite.New(next, polite.WithCrawlDelay(true), polite.WithMaxInFlight(1), polite.WithIdleTimeout(time.Minute))
+		held, err := get(t, t.Context(), tr, "http://a.test/1")
+		require.NoError(t, err)
+		time.Sleep(3 * time.Minute) // robots.txt forgotten; the held place keeps the key
+
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err = get(t, ctx, tr, "http://a.test/2")
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 5*time.Second, time.Since(start), "waited until its deadline")
+		peak, robots := next.figures("a.test")
+		assert.Equal(t, 1, peak)
+		assert.Equal(t, 1, robots, "robots.txt not fetched: no place")
+
+		readBody(t, held)
+		fetch(t, tr, "http://a.test/3")
+		peak, robots = next.figures("a.test")
+		assert.Equal(t, 1, peak)
+		assert.Equal(t, 2, robots, "the next call fetched it")
+	})
+}
+
+// A hook that panics as a robots.txt fetch gets its place (OnWait tells of
+// the wait for it once over) leaves the place free, and robots.txt for the
+// next call to fetch.
+func TestRobotsFetchPanicFreesItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newHostCount()
+		var armed atomic.Bool
+		hooks := polite.Hooks{OnWait: func(e polite.Event) {
+			if e.Wait == polite.WaitSlot && armed.Swap(false) {
+				panic("hook")
+			}
+		}}
+		tr := polite.New(next, polite.WithCrawlDelay(true), polite.WithMaxInFlight(1), polite.WithIdleTimeout(time.Minute), polite.WithHooks(hooks))
+		held, err := get(t, t.Context(), tr, "http://a.test/1")
+		require.NoError(t, err)
+		time.Sleep(3 * time.Minute)
+		armed.Store(true)
+		panicked := make(chan any)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_, _ = tr.RoundTrip(mustRequest(t, t.Context(), "http://a.test/2"))
+		}()
+		time.Sleep(time.Second) // a wait of no time is not told
+		readBody(t, held)
+		assert.Equal(t, "hook", <-panicked)
+		_, robots := next.figures("a.test")
+		assert.Equal(t, 1, robots, "the panic came before the fetch")
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		resp, err := get(t, ctx, tr, "http://a.test/3")
+		require.NoError(t, err, "the place is free")
+		readBody(t, resp)
+		_, robots = next.figures("a.test")
+		assert.Equal(t, 2, robots)
 	})
 }
 

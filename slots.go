@@ -11,8 +11,10 @@ import (
 // A slot is the right of one request to be out to a key's server, under
 // WithMaxInFlight: a request holds it from just before it is sent until its
 // response is done with (its body read to the end or closed, or the
-// response discarded), or until it fails. Calls that find every slot taken
-// wait in order; a slot freed goes straight to the first of them.
+// response discarded), or until it fails. A robots.txt fetch under
+// WithCrawlDelay holds one of its call's key for as long as the fetch
+// lasts. Calls that find every slot taken wait in order; a slot freed goes
+// straight to the first of them.
 
 // slotWaiter is a call waiting for a slot.
 type slotWaiter struct {
@@ -20,10 +22,21 @@ type slotWaiter struct {
 	granted bool // a slot was handed over; guarded by the key's mu
 }
 
-// acquireSlot returns when the call holds one of its key's slots, if the
-// Transport caps requests in flight. It waits as long as its context
-// allows: how long a slot takes to free is not known in advance.
+// acquireSlot returns when the call holds one of its key's slots for its
+// attempt, if the Transport caps requests in flight. It waits as long as
+// its context allows: how long a slot takes to free is not known in
+// advance.
 func (c *call) acquireSlot() error {
+	return c.takeSlot(&c.slot)
+}
+
+// takeSlot returns when the call holds one of its key's slots, if the
+// Transport caps requests in flight, for a request it sends: its attempt,
+// or a robots.txt fetch. It sets *held to the key's state as soon as it
+// holds the slot (before it tells of its wait, which runs hooks), so that
+// the slot is freed whatever happens next: releaseSlot(*held) is the
+// holder's to call. It waits as long as the call's context allows.
+func (c *call) takeSlot(held **keyState) error {
 	limit := c.t.cfg.maxInFlight
 	ks := c.state()
 	if limit <= 0 || ks == nil {
@@ -34,7 +47,7 @@ func (c *call) acquireSlot() error {
 	if x.inflight < limit && (x.slotQueue == nil || x.slotQueue.Len() == 0) {
 		x.inflight++
 		ks.mu.Unlock()
-		c.slot = ks
+		*held = ks
 		return nil
 	}
 	if x.slotQueue == nil {
@@ -49,7 +62,7 @@ func (c *call) acquireSlot() error {
 	}
 	select {
 	case <-w.wake:
-		c.slot = ks
+		*held = ks
 		if !start.IsZero() { // a slot's wait has no known length: told once over
 			c.waitingFor(time.Since(start), WaitSlot, false)
 		}

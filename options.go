@@ -311,9 +311,9 @@ func WithSpacingJitter(f float64) Option {
 // for their turn), sends that still count in its WithWindow window, a
 // bucket not yet refilled, a Crawl-delay not yet over. A forgotten key starts afresh
 // when it is used again. Memory is thus bounded by the keys used within
-// the last two timeouts: about 250 bytes a key with the defaults, 330 with
+// the last two timeouts: about 300 bytes a key with the defaults, 380 with
 // WithRate, and more with WithMaxInFlight and WithCrawlDelay (see the
-// README's figures).
+// figures in docs/crawling.md).
 //
 // Default: 10 minutes. d below a millisecond is treated as a millisecond.
 func WithIdleTimeout(d time.Duration) Option {

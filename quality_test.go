@@ -13,7 +13,7 @@ package polite_test
 //
 //	go test -run TestControlQuality -v
 //
-// prints the tables that README.md shows beside the bench's.
+// prints the tables that docs/bench.md shows beside the bench's.
 
 import (
 	"cmp"
@@ -556,7 +556,7 @@ func longScenarios() []scenario {
 }
 
 // floor is the least the suite accepts of polite with its defaults on a
-// scenario, well inside what it measures on every seed (README.md): the
+// scenario, well inside what it measures on every seed (docs/bench.md): the
 // least utilization, the most refused, and the most attempts per call.
 type floor struct {
 	utilization, rejected, amplify float64
@@ -624,7 +624,7 @@ func (sc scenario) assertFloors(t *testing.T, r result, seed uint64) {
 }
 
 // TestControlQuality runs the bench's servers in fake time through every
-// client, prints the table that README.md shows beside the bench's, and
+// client, prints the table that docs/bench.md shows beside the bench's, and
 // asserts polite's floors, and that it never does worse than AWS's
 // controller.
 func TestControlQuality(t *testing.T) {
@@ -682,7 +682,7 @@ var qualityVariants = []struct {
 	// At 10 a second with a bucket of 2 and a round trip of 200ms, polite
 	// holds below the limit after each probe and measures what it held:
 	// it is level with AWS's controller here (0.74 against 0.73), not
-	// reliably above it (README.md).
+	// reliably above it (docs/bench.md).
 	{scenario{name: "nginx, L 10, burst 1, 200ms, 4 workers", limiter: func() limiter { return &nginxLimitReq{burst: 1} },
 		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond}, floor{0.7, 0.09, 1.1}},
 	{scenario{name: "throttled, L 10, burst 2, 200ms, 4 workers", limiter: func() limiter { return &throttledGCRA{maxBurst: 1} },

@@ -249,8 +249,8 @@ func WithMember(name string) Option {
 // states nothing from the throttles of every process, and counts one
 // overload once: with 4 or 16 processes it has a fraction of the
 // refusals of their own controllers; on the real servers of polite's
-// bench it does better on some and worse on others (see the README's
-// figures).
+// bench it does better on some and worse on others (see the figures in
+// docs/fleet-learning.md).
 func WithSharedController(on bool) Option {
 	return func(f *Fleet) { f.shared = on }
 }

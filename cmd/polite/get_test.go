@@ -933,7 +933,7 @@ func runGetLimitsAfter(t *testing.T, before, hosts, urlsPerHost int, rate float6
 // each on average), and the goal's time plus one and a half Retry-Afters.
 // Since the first contact and the climb from a floor of issue 19 (3768bd0
 // on), the defaults take 4.7 to 5.7s where they took 4.5 to 4.6s before
-// (ea68639, the same day, the same machine): a regression that README.md
+// (ea68639, the same day, the same machine): a regression that docs/cli.md
 // states, not yet understood; the bound was the goal plus one second.
 func TestGetLimits(t *testing.T) {
 	const (

@@ -171,6 +171,15 @@ func runLLM(api *llmfake.API, d llmDialect, hc *http.Client, base string, cfg ll
 				mu.Lock()
 				calls = append(calls, c)
 				mu.Unlock()
+				if c.err != nil && !c.end.After(c.start) {
+					// Refused at once (a wait past the deadline, a request
+					// over the quota): in fake time, a worker that spun
+					// here would stop the clock, and the reset that ends
+					// the refusals would never come (a run hung so once,
+					// until go test's timeout). On loopback the clock moves
+					// while the call runs, and the worker calls again at once.
+					time.Sleep(time.Millisecond)
+				}
 			}
 		})
 	}

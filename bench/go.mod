@@ -2,17 +2,13 @@ module github.com/politehttp/polite/bench
 
 go 1.26.0
 
-replace github.com/politehttp/polite => ../
-
-replace github.com/politehttp/polite/politecost => ../politecost
-
 require (
 	github.com/didip/tollbooth/v8 v8.0.1
 	github.com/go-chi/httprate v0.16.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/politehttp/polite v0.0.0-00010101000000-000000000000
-	github.com/politehttp/polite/politecost v0.0.0-00010101000000-000000000000
+	github.com/politehttp/polite v0.1.0
+	github.com/politehttp/polite/politecost v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/stretchr/testify v1.12.1

@@ -2,10 +2,8 @@ module github.com/politehttp/polite/politecost
 
 go 1.25.0
 
-replace github.com/politehttp/polite => ../
-
 require (
-	github.com/politehttp/polite v0.0.0-00010101000000-000000000000
+	github.com/politehttp/polite v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

@@ -2,10 +2,8 @@ module github.com/politehttp/polite/politeotel
 
 go 1.25.0
 
-replace github.com/politehttp/polite => ../
-
 require (
-	github.com/politehttp/polite v0.0.0-00010101000000-000000000000
+	github.com/politehttp/polite v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/common v0.70.1
 	github.com/redis/go-redis/v9 v9.22.0

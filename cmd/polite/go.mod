@@ -2,11 +2,9 @@ module github.com/politehttp/polite/cmd/polite
 
 go 1.25.0
 
-replace github.com/politehttp/polite => ../../
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/politehttp/polite v0.0.0-00010101000000-000000000000
+	github.com/politehttp/polite v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 	github.com/vbauerster/cupwriter v0.0.4

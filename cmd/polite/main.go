@@ -12,10 +12,10 @@
 // failed (a URL that could not be fetched, a server that could not be
 // reached), and 2 when the command line is wrong.
 //
-// Build it in a clone of the repository with go build ./cmd/polite, or
-// run it with go run ./cmd/polite. (Its go.mod points at the library in
-// the same clone, so go install …@latest is not available before polite
-// is tagged.)
+// Install it with go install github.com/politehttp/polite/cmd/polite@latest
+// (once a release is tagged), or in a clone of the repository build it with
+// go build ./cmd/polite, or run it with go run ./cmd/polite: the clone's
+// go.work builds it against the library beside it.
 package main
 
 import (

@@ -19,7 +19,7 @@ const readmeMaxLines = 350
 
 // readmeTestCommand is the test command CI runs (with -race): it must stay
 // in the README as written.
-const readmeTestCommand = "go test ./... ./politeotel/... ./politecost/... ./cmd/polite/... ./bench/..."
+const readmeTestCommand = "go test -p 1 ./... ./politeotel/... ./politecost/... ./cmd/polite/... ./bench/..."
 
 // TestDocsReadme checks the README's shape: at most readmeMaxLines lines,
 // the test command CI runs, and a link to every guide in docs/.

@@ -68,9 +68,7 @@ const (
 //     shows the limit lower, not how much);
 //   - an event while the rate probes above the estimate shows the limit at
 //     least where it was: the estimate only grows, to what was accepted
-//     since the last event over the time since, if that is more, or to
-//     the rate of the probe's last successes (as below), if they came
-//     10% above the estimate;
+//     since the last event over the time since, if that is more;
 //   - the first event has no event before it: what was accepted since the
 //     first attempt, over at least a second, is only a floor (a server
 //     with a burst accepts that much in a moment), counting the requests
@@ -382,15 +380,11 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	case nanosToSeconds(n-g.ramp) > g.hold(n):
 		// During a probe: what was accepted since the last event counts the
 		// hold too, so that a limit held far below the server's grows by
-		// a little at each probe. When the last round of successes, and
-		// the successes of the last second, came 10% above the estimate,
-		// the probe found the limit higher: the lesser of the two is the
-		// new estimate. (Within 10% of it, the burst a server lets a probe
-		// through with would raise the estimate above the limit.)
+		// a little at each probe. (Taking the rate of the probe's last
+		// successes when it came 10% above the estimate raised it a little
+		// above HAProxy's limit now and then, from the burst of a probe:
+		// HAProxy, which counts refusals, then refused all but a quarter.)
 		g.limit = max(previous, measured)
-		if top := min(float64(g.recent), g.lastSecond(n)); top > gentleRisen*previous {
-			g.limit = max(g.limit, top)
-		}
 		switch {
 		case g.limit > 1.05*previous:
 			g.fresh = true

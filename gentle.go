@@ -9,25 +9,24 @@ import (
 
 // Constants of Gentle, each explained in its documentation.
 const (
-	gentleHold       = 0.99        // the share of the estimated limit the rate holds at
-	gentleWait       = 4.0         // seconds held before a probe
-	gentleShortWait  = 0.75        // seconds held before a probe, at least, after a drop
-	gentleShorten    = 0.15        // after a drop, the hold is this share of the time since, until it is gentleWait
-	gentleDrop       = 0.5         // an event that lowers an estimate that stood below this share of it is a drop
-	gentleDouble     = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
-	gentleRisen      = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
-	gentleCooldown   = time.Second // throttles this soon after an event belong to it, when the sending is unknown
-	gentleMinRate    = 0.5         // requests per second
-	gentleMaxRate    = 1e9         // requests per second: a probe that long unanswered by a throttle grows no further
-	gentleRound      = 8           // round trips whose least is compared with the base
-	gentleFindRTTs   = 8           // least round trips in which the rate doubles while finding the limit
-	gentleInitial    = 2           // requests a key with no history sends at once
-	gentleMinRound   = 0.02        // seconds: the least round of the first contact
-	gentleRounds     = 30          // rounds after which the first contact no longer paces
-	gentleBaseEpoch  = 10          // seconds: the base is the least round trip of the last one to two epochs
-	gentleQueued     = 2.0         // requests' worth of added round trip that shows the server queueing
-	gentleMinQueue   = 1000        // microseconds: less added round trip is noise
-	gentleFindDemand = 4.0         // while finding the limit, the rate is at most this many times the successes of the last second
+	gentleHold      = 0.99        // the share of the estimated limit the rate holds at
+	gentleWait      = 4.0         // seconds held before a probe
+	gentleShortWait = 0.75        // seconds held before a probe, at least, after a drop
+	gentleShorten   = 0.15        // after a drop, the hold is this share of the time since, until it is gentleWait
+	gentleDrop      = 0.5         // an event that lowers an estimate that stood below this share of it is a drop
+	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
+	gentleRisen     = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
+	gentleCooldown  = time.Second // throttles this soon after an event belong to it, when the sending is unknown
+	gentleMinRate   = 0.5         // requests per second
+	gentleMaxRate   = 1e9         // requests per second: a probe that long unanswered by a throttle grows no further
+	gentleRound     = 8           // round trips whose least is compared with the base
+	gentleFindRTTs  = 8           // least round trips in which the rate doubles while finding the limit
+	gentleInitial   = 2           // requests a key with no history sends at once
+	gentleMinRound  = 0.02        // seconds: the least round of the first contact
+	gentleRounds    = 30          // rounds after which the first contact no longer paces
+	gentleBaseEpoch = 10          // seconds: the base is the least round trip of the last one to two epochs
+	gentleQueued    = 2.0         // requests' worth of added round trip that shows the server queueing
+	gentleMinQueue  = 1000        // microseconds: less added round trip is noise
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault). Like
@@ -110,11 +109,7 @@ const (
 // after each event that found it more than 5% higher) there is no hold,
 // and the rate doubles every quarter of a second; from a floor, every 8
 // least round trips (a sixteenth of a second at least), so that a floor
-// far below the limit is left in round trips, not seconds. Past twice
-// 0.99·W, the rate while finding is at most 4 times the successes of the
-// last second: callers held by a refusal's Retry-After send nothing, and
-// a curve that rose meanwhile would let them all go at once when they
-// come back, into the same refusal. A limit that
+// far below the limit is left in round trips, not seconds. A limit that
 // stood and drops to less than half may come back: after such a drop
 // the hold is 15% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
@@ -292,7 +287,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		}
 		switch {
 		case g.enabled && g.finding:
-			g.rate = g.findRate(n)
+			g.rate = g.curve(n) // finding the limit: the curve, however little was sent
 		case g.enabled:
 			g.rate = math.Max(gentleMinRate, math.Min(g.curve(n), math.Max(g.rate, 2*measured)))
 		}
@@ -379,11 +374,9 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		g.fresh = true
 	case nanosToSeconds(n-g.ramp) > g.hold(n):
 		// During a probe: what was accepted since the last event counts the
-		// hold too, so that a limit held far below the server's grows by
-		// a little at each probe. (Taking the rate of the probe's last
-		// successes when it came 10% above the estimate raised it a little
-		// above HAProxy's limit now and then, from the burst of a probe:
-		// HAProxy, which counts refusals, then refused all but a quarter.)
+		// hold too; the last second, the probe's top (at most a quarter
+		// more than the estimate, for a server's burst lets a probe
+		// through above its limit for a while).
 		g.limit = max(previous, measured)
 		switch {
 		case g.limit > 1.05*previous:
@@ -426,7 +419,7 @@ func (g *Gentle) forgetLocked(n int64) {
 	g.rate, g.limit, g.stated = 0, 0, 0
 	g.enabled, g.floor, g.finding, g.fresh, g.queued = false, false, false, false, false
 	g.accepted, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, 0, 0, 0, 0, 0
-	g.least = 0 // the last second's successes stay: they pace the climb (findRate)
+	g.second, g.least = [5]uint16{}, 0
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event + 1)
 }
@@ -594,7 +587,7 @@ func (g *Gentle) grown(now time.Time) (float64, bool) {
 	if !g.enabled || !g.finding {
 		return 0, false
 	}
-	if r := g.findRate(now.UnixNano()); r > g.rate {
+	if r := g.curve(now.UnixNano()); r > g.rate {
 		g.rate = r
 	}
 	rate, _, _ := g.state()
@@ -692,18 +685,6 @@ func (g *Gentle) curve(n int64) float64 {
 	// Doubling four times a second, a probe that finds no limit would
 	// overflow to +Inf within minutes.
 	return math.Min(rate, gentleMaxRate)
-}
-
-// findRate returns the rate at n (Unix nanoseconds) while the limit is
-// being found: the curve, however little was sent, up to
-// gentleFindDemand times the successes of the last second once it has
-// doubled from the estimate. A curve with no one sending would otherwise
-// rise for as long as the callers are held (a refused call waits out its
-// Retry-After: a key of a few callers can have them all held), and the
-// callers coming back would all go at once, into the same refusal. It
-// requires g.mu held.
-func (g *Gentle) findRate(n int64) float64 {
-	return math.Min(g.curve(n), math.Max(2*gentleHold*g.limit, gentleFindDemand*g.lastSecond(n)))
 }
 
 // state returns what observe returns. It requires g.mu held.

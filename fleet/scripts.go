@@ -143,7 +143,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -192,6 +192,22 @@ if adaptive == 1 then
         cv = math.min((tonumber(st[9]) or tonumber(st[4])) + now - tonumber(st[18]), now)
         redis.call('HDEL', KEYS[1], 'fz')
         st[18] = nil
+      end
+      local fc = math.max(tonumber(st[19]) or 0, tonumber(st[17]) or 0)
+      if st[10] == '1' and spent >= 2 and fc > 0 and tonumber(st[3]) and tonumber(st[3]) > fc then
+        -- The server refused the sends booked at the floor's rate, and
+        -- at half of it, until now: a limiter that counts refusals
+        -- (HAProxy's http_req_rate) locks out a client above its limit
+        -- until it slows. (One refusal is the jitter of a rate at the
+        -- limit: a token bucket's.) The limit is what it let through
+        -- over a whole second (fc, see congestScript; fa, as the
+        -- successes in flight at the event are told): the rate holds
+        -- at it, as at a limit a climb found, rather than climb from it
+        -- into the same lockout.
+        st[3], st[6], st[10], st[11], cv = string.format('%.17g', fc), '0', '0', '1', now
+        st[18] = nil
+        redis.call('HSET', KEYS[1], 'W', st[3], 'fd', 0, 'fl', 0, 'fr', 1)
+        redis.call('HDEL', KEYS[1], 'fz')
       end
       redis.call('HSET', KEYS[1], 'sp', 0, 'cv', f(cv))
       st[9], spent = f(cv), 0
@@ -244,6 +260,13 @@ if adaptive == 1 then
       end
     end
     rate = rate / 2 ^ spent
+    if spent > 0 and st[10] == '1' and st[19] then
+      -- Halving from a floor: no lower than an eighth of what the server
+      -- let through over a whole second, so that the fleet hears soon
+      -- when it lets sends through again (a lockout's end, at a rate
+      -- halved 8 times, was heard up to 0.75 s late).
+      rate = math.max(rate, tonumber(st[19]) / 8)
+    end
   end
   if rate then
     if rate < 0.5 then rate = 0.5 end
@@ -484,10 +507,12 @@ if not prev then
   -- no more than the last second's (a burst at once is no rate), or half
   -- the rate the sends were last booked at (a slow start crosses the
   -- limit within its last doubling), no more than twice the last half
-  -- second's successes.
+  -- second's successes. What the server let through over a whole second
+  -- (fc) is kept: if it locks the fleet out at the floor's rate, that is
+  -- the limit (see reserveScript).
   local fa = acc / math.max(span, 1)
   W, fl = math.max(fa, math.min(recent(now, 5), lastSecond(now)), halfBooked(now, st[8])), true
-  redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa))
+  redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa), 'fc', f(math.max(fa, lastSecond(now))))
 elseif fl or curve > hold then
   -- A probe, or the climb from a floor, crossed the limit. After a climb
   -- (or the first probe after one: a climb's measure may have ended

@@ -413,7 +413,11 @@ return pause - now
 // still refusing at the new rate (a spent window, a limiter that counts
 // refusals), which is no measure: the rate halves, once per generation
 // (the sends booked before a halving do not halve again), until a
-// success, and the hold starts again.
+// success, and the hold starts again. Halvings from a first floor that
+// last (two or more) show a limiter that counts refusals and locks out a
+// client above its limit (HAProxy's): the floor's rate was above the
+// limit, and what the server let through over the first whole second is
+// taken for it (see reserveScript).
 //
 // As Gentle does, an event measures the limit W as the rate the server
 // accepted the sends booked since the last event at (the rate they went

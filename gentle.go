@@ -27,7 +27,7 @@ const (
 	gentleBaseEpoch = 10          // seconds: the base is the least round trip of the last one to two epochs
 	gentleQueued    = 2.0         // requests' worth of added round trip that shows the server queueing
 	gentleMinQueue  = 1000        // microseconds: less added round trip is noise
-	gentleDemand    = 4.0         // while finding the limit and no call waits, the curve stands still past this many times the successes of the last second
+	gentleDemand    = 4.0         // while finding the limit, the rate is at most this many times that of the last successes
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault). Like
@@ -110,13 +110,13 @@ const (
 // after each event that found it more than 5% higher) there is no hold,
 // and the rate doubles every quarter of a second; from a floor, every 8
 // least round trips (a sixteenth of a second at least), so that a floor
-// far below the limit is left in round trips, not seconds. But while no
-// call waits for the rate (none has in this quarter second or the last;
-// the Transport tells, and outside it none ever does), the curve stands
-// still past twice 0.99·W and 4 times the successes of the last second:
-// callers held by a refusal's Retry-After send nothing, and a curve that
-// rose meanwhile would let them all go at once when they come back, into
-// the same refusal. A limit that
+// far below the limit is left in round trips, not seconds. But the rate
+// while finding is at most 4 times that of the last successes (over the
+// last second, or the last quarter second and a bit, whichever is more),
+// twice 0.99·W and a first contact's first round at least: callers held
+// by a refusal's Retry-After send nothing, and a curve that rose
+// meanwhile would let them all go at once when they come back, into the
+// same refusal. A limit that
 // stood and drops to less than half may come back: after such a drop
 // the hold is 15% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
@@ -193,7 +193,6 @@ type Gentle struct {
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
-	pressed  uint32    // the quarter second, counted as slot is, in which a call last waited for the rate (grown)
 
 	responses meter // all responses
 }
@@ -546,6 +545,17 @@ func (g *Gentle) turn(n int64) {
 	}
 }
 
+// demand returns the rate of the last successes at n (Unix nanoseconds):
+// that of the last second (lastSecond), or of the last whole quarter
+// second and the one in progress, whichever is more, so that a rate that
+// rises fast is seen soon. It requires g.mu held.
+func (g *Gentle) demand(n int64) float64 {
+	last := g.lastSecond(n) // turns the quarter seconds on to n's
+	quarter := int64(time.Second / 4)
+	recent := int(g.second[g.slot%5]) + int(g.second[(g.slot+4)%5])
+	return max(last, float64(recent)/(0.25+nanosToSeconds(n%quarter)))
+}
+
 // lastSecond returns the rate of successes over the last second and a
 // bit, up to n (Unix nanoseconds): the last four whole quarter seconds
 // and the one in progress. It requires g.mu held.
@@ -588,17 +598,14 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 // rate doubles every quarter of gentleDouble however few requests come
 // back (see [Gentle]), so that a key whose rate starts from a low floor
 // sends more as the curve rises, not only when its few requests come
-// back; and false otherwise. A call that waits for the rate calls it: it
-// tells g that calls wait, which lets the curve rise (see findRate).
+// back; and false otherwise.
 func (g *Gentle) grown(now time.Time) (float64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.enabled || !g.finding {
 		return 0, false
 	}
-	n := now.UnixNano()
-	g.pressed = uint32(n / int64(time.Second/4))
-	if r := g.findRate(n); r > g.rate {
+	if r := g.findRate(now.UnixNano()); r > g.rate {
 		g.rate = r
 	}
 	rate, _, _ := g.state()
@@ -634,15 +641,21 @@ func (g *Gentle) startRateLocked(n int64) (float64, bool) {
 	if g.enabled || g.stated > 0 {
 		return 0, false
 	}
-	round := gentleMinRound
-	if base := g.baseLocked(); base > 0 {
-		round = max(round, float64(base)/1e6)
-	}
+	round := g.roundLocked()
 	t := nanosToSeconds(n-g.ramp) / round
 	if t > gentleRounds {
 		return 0, false
 	}
 	return gentleInitial / round * math.Exp2(max(t, 0)), true
+}
+
+// roundLocked returns a round of a first contact, in seconds: the least
+// round trip, gentleMinRound at least. It requires g.mu held.
+func (g *Gentle) roundLocked() float64 {
+	if base := g.baseLocked(); base > 0 {
+		return max(gentleMinRound, float64(base)/1e6)
+	}
+	return gentleMinRound
 }
 
 // baseLocked returns the least round trip of the last one to two epochs,
@@ -699,26 +712,15 @@ func (g *Gentle) curve(n int64) float64 {
 }
 
 // findRate returns the rate at n (Unix nanoseconds) while the limit is
-// being found: the curve, however little was sent, while calls wait for
-// the rate (they did in this quarter second or the last, see grown).
-// Otherwise the curve stands still at gentleDemand times the successes of
-// the last second (twice 0.99·W at least): a curve with no one sending
-// would rise for as long as the callers are held (a refused call waits
-// out its Retry-After: a key of a few callers can have them all held),
-// and the callers coming back would all go at once, into the same
-// refusal. It requires g.mu held.
+// being found: the curve, however little was sent, up to gentleDemand
+// times the rate of the last successes (see demand), and no lower than
+// twice 0.99·W and a first contact's first round (gentleInitial requests a
+// round). A curve with no one sending would otherwise rise for as long as
+// the callers are held (a refused call waits out its Retry-After: a key
+// of a few callers can have them all held), and the callers coming back
+// would all go at once, into the same refusal. It requires g.mu held.
 func (g *Gentle) findRate(n int64) float64 {
-	rate := g.curve(n)
-	if g.frozen != 0 || uint32(n/int64(time.Second/4))-g.pressed <= 1 {
-		return rate
-	}
-	base := gentleHold * g.limit
-	if demand := max(2*base, gentleDemand*g.lastSecond(n)); rate > demand {
-		// Where the curve stands: it goes on from there once calls wait.
-		g.ramp = max(g.ramp, n-int64(g.findDouble()*math.Log2(demand/base)*float64(time.Second)))
-		rate = g.curve(n)
-	}
-	return rate
+	return min(g.curve(n), max(2*gentleHold*g.limit, gentleDemand*g.demand(n), gentleInitial/g.roundLocked()))
 }
 
 // state returns what observe returns. It requires g.mu held.

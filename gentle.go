@@ -596,9 +596,9 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 
 // grown returns the rate at now while the limit is being found, when the
 // rate doubles every quarter of gentleDouble however few requests come
-// back (see [Gentle]), so that a key whose rate starts from a low floor
-// sends more as the curve rises, not only when its few requests come
-// back; and false otherwise.
+// back, up to 4 times the rate of the last successes (see findRate), so
+// that a key whose rate starts from a low floor sends more as the curve
+// rises, not only when its few requests come back; and false otherwise.
 func (g *Gentle) grown(now time.Time) (float64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

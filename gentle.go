@@ -27,6 +27,7 @@ const (
 	gentleBaseEpoch = 10          // seconds: the base is the least round trip of the last one to two epochs
 	gentleQueued    = 2.0         // requests' worth of added round trip that shows the server queueing
 	gentleMinQueue  = 1000        // microseconds: less added round trip is noise
+	gentleDemand    = 4.0         // while finding the limit, the rate is at most this many times that of the last successes
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault). Like
@@ -109,7 +110,13 @@ const (
 // after each event that found it more than 5% higher) there is no hold,
 // and the rate doubles every quarter of a second; from a floor, every 8
 // least round trips (a sixteenth of a second at least), so that a floor
-// far below the limit is left in round trips, not seconds. A limit that
+// far below the limit is left in round trips, not seconds. But the rate
+// while finding is at most 4 times that of the last successes (over the
+// last second, or the last quarter second and a bit, whichever is more),
+// twice 0.99·W and a first contact's first round at least: callers held
+// by a refusal's Retry-After send nothing, and a curve that rose
+// meanwhile would let them all go at once when they come back, into the
+// same refusal. A limit that
 // stood and drops to less than half may come back: after such a drop
 // the hold is 15% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
@@ -287,7 +294,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		}
 		switch {
 		case g.enabled && g.finding:
-			g.rate = g.curve(n) // finding the limit: the curve, however little was sent
+			g.rate = g.findRate(n) // finding the limit
 		case g.enabled:
 			g.rate = math.Max(gentleMinRate, math.Min(g.curve(n), math.Max(g.rate, 2*measured)))
 		}
@@ -538,6 +545,17 @@ func (g *Gentle) turn(n int64) {
 	}
 }
 
+// demand returns the rate of the last successes at n (Unix nanoseconds):
+// that of the last second (lastSecond), or of the last whole quarter
+// second and the one in progress, whichever is more, so that a rate that
+// rises fast is seen soon. It requires g.mu held.
+func (g *Gentle) demand(n int64) float64 {
+	last := g.lastSecond(n) // turns the quarter seconds on to n's
+	quarter := int64(time.Second / 4)
+	recent := int(g.second[g.slot%5]) + int(g.second[(g.slot+4)%5])
+	return max(last, float64(recent)/(0.25+nanosToSeconds(n%quarter)))
+}
+
 // lastSecond returns the rate of successes over the last second and a
 // bit, up to n (Unix nanoseconds): the last four whole quarter seconds
 // and the one in progress. It requires g.mu held.
@@ -577,17 +595,17 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 }
 
 // grown returns the rate at now while the limit is being found, when the
-// rate doubles every quarter of gentleDouble whatever is sent (see
-// [Gentle]), so that a key whose rate starts from a low floor sends more
-// as the curve rises, not only when its few requests come back; and
-// false otherwise.
+// rate doubles every quarter of gentleDouble however few requests come
+// back, up to 4 times the rate of the last successes (see findRate), so
+// that a key whose rate starts from a low floor sends more as the curve
+// rises, not only when its few requests come back; and false otherwise.
 func (g *Gentle) grown(now time.Time) (float64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.enabled || !g.finding {
 		return 0, false
 	}
-	if r := g.curve(now.UnixNano()); r > g.rate {
+	if r := g.findRate(now.UnixNano()); r > g.rate {
 		g.rate = r
 	}
 	rate, _, _ := g.state()
@@ -623,15 +641,21 @@ func (g *Gentle) startRateLocked(n int64) (float64, bool) {
 	if g.enabled || g.stated > 0 {
 		return 0, false
 	}
-	round := gentleMinRound
-	if base := g.baseLocked(); base > 0 {
-		round = max(round, float64(base)/1e6)
-	}
+	round := g.roundLocked()
 	t := nanosToSeconds(n-g.ramp) / round
 	if t > gentleRounds {
 		return 0, false
 	}
 	return gentleInitial / round * math.Exp2(max(t, 0)), true
+}
+
+// roundLocked returns a round of a first contact, in seconds: the least
+// round trip, gentleMinRound at least. It requires g.mu held.
+func (g *Gentle) roundLocked() float64 {
+	if base := g.baseLocked(); base > 0 {
+		return max(gentleMinRound, float64(base)/1e6)
+	}
+	return gentleMinRound
 }
 
 // baseLocked returns the least round trip of the last one to two epochs,
@@ -685,6 +709,18 @@ func (g *Gentle) curve(n int64) float64 {
 	// Doubling four times a second, a probe that finds no limit would
 	// overflow to +Inf within minutes.
 	return math.Min(rate, gentleMaxRate)
+}
+
+// findRate returns the rate at n (Unix nanoseconds) while the limit is
+// being found: the curve, however little was sent, up to gentleDemand
+// times the rate of the last successes (see demand), and no lower than
+// twice 0.99·W and a first contact's first round (gentleInitial requests a
+// round). A curve with no one sending would otherwise rise for as long as
+// the callers are held (a refused call waits out its Retry-After: a key
+// of a few callers can have them all held), and the callers coming back
+// would all go at once, into the same refusal. It requires g.mu held.
+func (g *Gentle) findRate(n int64) float64 {
+	return min(g.curve(n), max(2*gentleHold*g.limit, gentleDemand*g.demand(n), gentleInitial/g.roundLocked()))
 }
 
 // state returns what observe returns. It requires g.mu held.

@@ -122,13 +122,14 @@ func fleetNote(n int) string {
 }
 
 // Goals of polite demo -check, on the servers whose limit holds. The
-// bucket's utilization goal is 0.90; since issue 19's controller polite
-// gets 0.76 to 1.00 of it (0.76 and 0.84 to 1.00 in CI, 2026-11-27/28):
-// the refusals of a first contact hold 7 of the 8 workers for the second
-// of their Retry-After: 1, the one left cannot use the rate, the climb
-// rises regardless, and the event when the 7 come back measures the one
-// caller's rate for the limit (docs/cli.md). The check holds 0.80 until
-// that is fixed.
+// bucket's utilization goal is 0.90. From issue 19's controller polite got
+// 0.76 to 1.00 of it (0.76 and 0.84 to 1.00 in CI, 2026-11-27/28): the
+// refusals of a first contact hold 7 of the 8 workers for the second of
+// their Retry-After: 1, the one left cannot use the rate, the climb rose
+// regardless, and the event when the 7 came back measured the one
+// caller's rate for the limit (docs/cli.md). Since the climb is bounded
+// by the rate of the last successes, 0.85 to 1.00 in 13 runs, 3 below
+// 0.90: the check holds 0.80 until the goal holds in every run.
 const (
 	checkUtilization = 0.80 // accepted ÷ allowed, at least
 	checkRejectedPct = 3.0  // rejected ÷ sent, in percent, at most

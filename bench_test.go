@@ -199,3 +199,27 @@ func BenchmarkParseSignalsLongDate(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGentleFinding measures a success told to Gentle while it finds
+// the limit from a floor, where each success computes the climb's bound
+// from the last successes (findRate): the work on every response of a
+// key that was throttled once.
+//
+//	go test -run '^$' -bench GentleFinding -benchmem -count 6 .
+func BenchmarkGentleFinding(b *testing.B) {
+	start := time.Unix(1_000_000, 0)
+	g := polite.NewGentle(start)
+	for i := range 50 {
+		g.Update(start.Add(time.Duration(i)*10*time.Millisecond), false)
+	}
+	g.Update(start.Add(500*time.Millisecond), true) // the first event: a floor
+	now := start.Add(600 * time.Millisecond)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		g.Update(now, false)
+	}
+	if !g.Enabled() {
+		b.Fatal("no throttle was recorded")
+	}
+}

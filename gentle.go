@@ -381,9 +381,11 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		g.fresh = true
 	case nanosToSeconds(n-g.ramp) > g.hold(n):
 		// During a probe: what was accepted since the last event counts the
-		// hold too; the last second, the probe's top (at most a quarter
-		// more than the estimate, for a server's burst lets a probe
-		// through above its limit for a while).
+		// hold too, so that a limit held far below the server's grows by
+		// a little at each probe. (Taking the rate of the probe's last
+		// successes when it came 10% above the estimate raised it a little
+		// above HAProxy's limit now and then, from the burst of a probe:
+		// HAProxy, which counts refusals, then refused all but a quarter.)
 		g.limit = max(previous, measured)
 		switch {
 		case g.limit > 1.05*previous:
@@ -550,23 +552,24 @@ func (g *Gentle) turn(n int64) {
 // second and the one in progress, whichever is more, so that a rate that
 // rises fast is seen soon. It requires g.mu held.
 func (g *Gentle) demand(n int64) float64 {
-	last := g.lastSecond(n) // turns the quarter seconds on to n's
-	quarter := int64(time.Second / 4)
-	recent := int(g.second[g.slot%5]) + int(g.second[(g.slot+4)%5])
-	return max(last, float64(recent)/(0.25+nanosToSeconds(n%quarter)))
+	return max(g.successRate(n, 5), g.successRate(n, 2))
 }
 
 // lastSecond returns the rate of successes over the last second and a
 // bit, up to n (Unix nanoseconds): the last four whole quarter seconds
 // and the one in progress. It requires g.mu held.
-func (g *Gentle) lastSecond(n int64) float64 {
+func (g *Gentle) lastSecond(n int64) float64 { return g.successRate(n, 5) }
+
+// successRate returns the rate of successes over the last k quarter
+// seconds up to n (Unix nanoseconds), k at most 5: the k−1 whole ones
+// before the one in progress, and that one. It requires g.mu held.
+func (g *Gentle) successRate(n int64, k uint32) float64 {
 	g.turn(n)
 	sum := 0
-	for _, c := range g.second {
-		sum += int(c)
+	for i := range k {
+		sum += int(g.second[(g.slot+5-i)%5])
 	}
-	quarter := int64(time.Second / 4)
-	return float64(sum) / (1 + nanosToSeconds(n%quarter))
+	return float64(sum) / (float64(k-1)/4 + nanosToSeconds(n%int64(time.Second/4)))
 }
 
 // queueing records that the server queues at n (Unix nanoseconds), serving

@@ -47,7 +47,7 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 				assert.Zero(t, r.local, "%s: calls failed locally", r.client)
 			}
 			if sc.name == "burst1" {
-				// Its limit is the machine's jitter's (see README): a warm
+				// Its limit is the machine's jitter's (see docs/bench.md): a warm
 				// start holds a little more of it, refused as often.
 				assert.GreaterOrEqual(t, warm.utilization, cold.utilization-0.03)
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.005)

@@ -342,7 +342,8 @@ func (c *call) tellFleet(ks *keyState, o outcome) {
 // when the fleet cannot answer, after ks's own fallback pacing. A send
 // that waited for its slot checks, before it goes, that no pause began
 // meanwhile (one this process saw, or that the fleet published); if one
-// did, it waits for it and books again.
+// did, it waits for it and books again. A call that books again gives
+// back the costs it booked, and books them as the quota now stands.
 func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 	for {
 		again, err := c.bookFleet(key, ks, r)
@@ -350,6 +351,23 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 			return err
 		}
 		r.Accepted = nil // told with the first booking
+		if cc := c.cost; key != fleetGlobalKey && cc != nil && cc.costly {
+			if cc.booked {
+				// Taken at a slot the send did not go at: the fleet's
+				// buckets would count them twice.
+				back := make([]FleetAdjust, len(r.Costs))
+				for i, fc := range r.Costs {
+					back[i] = FleetAdjust{Unit: fc.Unit, Limit: fc.Limit, Per: fc.Per, GiveBack: fc.Amount}
+				}
+				c.t.cfg.fleet.Adjust(key, back)
+			}
+			// The quota may be known now: a call that began before any
+			// answer stated it booked no cost, and would go unseen by the
+			// fleet's buckets however long it waited.
+			if r.Costs, err = c.fleetCosts(ks); err != nil {
+				return err
+			}
+		}
 	}
 }
 

@@ -318,6 +318,97 @@ func TestFleetBookedSendBooksAgainAfterAnEvent(t *testing.T) {
 	}
 }
 
+// bookingFleet answers the i-th booking (from 0) with answer(i), and
+// records what it was asked and told. From event on, a send booked under
+// generation 1 hears of a congestion event.
+type bookingFleet struct {
+	recordingFleet
+	answer func(f *bookingFleet, i int) polite.FleetGrant
+	event  time.Time
+}
+
+func (f *bookingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.answer(f, len(f.asks)-1), nil
+}
+
+func (f *bookingFleet) Congested(_ string, gen uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.event.IsZero() && !time.Now().Before(f.event) && gen < 2
+}
+
+// tokens200 estimates every request at 200 tokens.
+func tokens200(*http.Request, []byte) (polite.Cost, string, error) {
+	return polite.Cost{Tokens: 200}, "", nil
+}
+
+// A call that began before any answer stated the token quota, told by
+// the fleet to ask again later, books its cost when it asks again after
+// an answer stated it: booked without it, the send would go unseen by the
+// fleet's bucket, and a fleet sending at the quota's edge is refused.
+func TestFleetBooksACostStatedWhileTheCallWaited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(200, tokensQuota(2000, 1800, 100*time.Millisecond)...))
+		f := &bookingFleet{answer: func(_ *bookingFleet, i int) polite.FleetGrant {
+			if i == 0 {
+				return polite.FleetGrant{Later: true, Wait: 250 * time.Millisecond}
+			}
+			return polite.FleetGrant{Granted: true}
+		}}
+		tr := polite.New(next, polite.WithFleet(f), polite.WithCost(tokens200))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fetch(t, tr, "http://llm.test/").Body.Close()
+		}()
+		time.Sleep(10 * time.Millisecond)
+		fetch(t, tr, "http://llm.test/").Body.Close() // its answer states the quota
+		<-done
+		require.Len(t, f.asks, 3)
+		assert.Empty(t, f.asks[0].Costs, "no quota known yet")
+		require.Len(t, f.asks[2].Costs, 1, "asked again after the quota was stated")
+		assert.Equal(t, "tokens", f.asks[2].Costs[0].Unit)
+		assert.Equal(t, 200.0, f.asks[2].Costs[0].Amount)
+		assert.Equal(t, 2000.0, f.asks[2].Costs[0].Limit)
+	})
+}
+
+// A send booked with its cost, asleep until its slot when the shared
+// controller cut its rate, gives the cost back as it books again: the
+// fleet's bucket would count it twice, and the fleet would use less than
+// its quota.
+func TestFleetBookedAgainGivesItsCostBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := newStub(status(200, tokensQuota(2000, 1800, 100*time.Millisecond)...))
+		f := &bookingFleet{answer: func(f *bookingFleet, i int) polite.FleetGrant {
+			switch i {
+			case 0: // the first call: its answer states the quota
+				return polite.FleetGrant{Granted: true, Gen: 1}
+			case 1: // the second, booked ahead; an event comes while it sleeps
+				f.event = time.Now().Add(100 * time.Millisecond)
+				return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}
+			}
+			return polite.FleetGrant{Granted: true, Gen: 2}
+		}}
+		tr := polite.New(next, polite.WithFleet(f), polite.WithCost(tokens200))
+		fetch(t, tr, "http://llm.test/").Body.Close()
+		fetch(t, tr, "http://llm.test/").Body.Close()
+		require.Len(t, f.asks, 3, "the second call booked again")
+		for _, i := range []int{1, 2} {
+			require.Len(t, f.asks[i].Costs, 1)
+			assert.Equal(t, 200.0, f.asks[i].Costs[0].Amount)
+		}
+		given := 0.0
+		for _, a := range f.adjusts {
+			given += a.GiveBack
+		}
+		assert.Equal(t, 200.0, given, "the first booking's cost given back")
+	})
+}
+
 // laterFleet tells the first bookings of each call to ask again later (a
 // shared controller that would book them far ahead), then books.
 type laterFleet struct {

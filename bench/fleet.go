@@ -51,8 +51,13 @@ func fleetClients() []client {
 		{name: "polite-fleet", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			return buildFleet(tr, cfg, nil)
 		}},
+		// The fleet's default since 2026-11-28; the name stays for the
+		// commands of the figures measured before.
 		{name: "polite-fleet-shared", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			return buildFleet(tr, cfg, []fleet.Option{fleet.WithSharedController(true)})
+		}},
+		{name: "polite-fleet-own", build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
+			return buildFleet(tr, cfg, []fleet.Option{fleet.WithSharedController(false)})
 		}},
 		{name: "polite-fleet-memory", learn: 1, build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			return buildFleetRemembering(tr, cfg, nil, true)

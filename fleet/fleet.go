@@ -28,8 +28,8 @@
 // The key must name the owner of the quota: two API tokens calling one
 // host are two quotas, and need [polite.WithKey] to tell them apart.
 //
-// Keys with no rate configured or stated are paced by each process's own
-// controller, or by one the fleet shares ([WithSharedController]). A
+// Keys with no rate configured or stated are paced by one controller the
+// fleet shares, or by each process's own ([WithSharedController]). A
 // retry budget can be shared too ([Fleet.RetryBudget]), so that a fleet
 // cannot multiply an outage with retries.
 //
@@ -244,13 +244,14 @@ func WithMember(name string) Option {
 
 // WithSharedController makes the fleet pace keys with no configured or
 // stated rate by a controller shared through Redis (see
-// [polite.WithFleet]), rather than by each process's own controller.
-// Default: false. The shared controller finds the limit of a server that
+// [polite.WithFleet]) if on, or by each process's own controller if not.
+// Default: true. The shared controller finds the limit of a server that
 // states nothing from the throttles of every process, and counts one
-// overload once: with 4 or 16 processes it has a fraction of the
-// refusals of their own controllers; on the real servers of polite's
-// bench it does better on some and worse on others (see the figures in
-// docs/fleet-learning.md).
+// overload once: with 4 or 16 processes it used as much of the limit as
+// their own controllers or more on every real server of polite's bench,
+// with fewer refusals (see the figures in docs/fleet-learning.md). Each
+// process's own controller paces it as if it were alone, and finds its
+// share of the limit, not the limit.
 func WithSharedController(on bool) Option {
 	return func(f *Fleet) { f.shared = on }
 }
@@ -281,6 +282,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 		member:  defaultMember(),
 		lease:   DefaultLease,
 		backoff: probeFirst,
+		shared:  true,
 	}
 	for _, opt := range opts {
 		if opt != nil {

@@ -227,10 +227,11 @@ const fleetGlobalKey = "\x00global"
 //     over its window) paces the fleet, fleet-wide, as WithRate does;
 //   - with neither, each process's own controller ([WithAdaptive]) paces
 //     it as if it were alone, and the fleet shares the server's pauses;
-//     or, if the fleet shares a controller ([Fleet.SharesController]),
-//     that one paces the fleet: its state lives in the store, one per
-//     key, so that a throttle seen by several processes at once counts
-//     once and a rise one process finds is used by all. It works as
+//     or, if the fleet shares a controller ([Fleet.SharesController]; a
+//     fleet of package fleet does by default), that one paces the fleet:
+//     its state lives in the store, one per key, so that a throttle seen
+//     by several processes at once counts once and a rise one process
+//     finds is used by all. It works as
 //     [Gentle] does: it measures the server's limit from the successes
 //     of every process between congestion events, holds just below it,
 //     and probes above it now and then.

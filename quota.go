@@ -185,7 +185,15 @@ func (q *serverQuota) reserve(now time.Time, share float64, fleet bool) (wait ti
 		q.inflight++
 		return q.space(now, ceiling), false, false
 	}
-	if q.left < 1 {
+	// In a fleet, what is left is counted down by this process's sends
+	// only: the other processes' in flight, about as many as this one's
+	// each, are not in the server's count yet, and would be refused at
+	// the end of the window.
+	others := 0.0
+	if fleet && share > 0 && share < 1 {
+		others = float64(q.inflight) * (1/share - 1)
+	}
+	if q.left-others < 1 {
 		if now.Before(q.resetAt) {
 			return q.resetAt.Sub(now), true, false // spent until the renewal
 		}

@@ -270,27 +270,6 @@ func TestFleetBookedSendHoldsForAPause(t *testing.T) {
 	})
 }
 
-// congestingFleet books the first send 300ms ahead under generation 1,
-// and hears of a congestion event (generation 2) 100ms later; later
-// bookings go at once under generation 2.
-type congestingFleet struct {
-	recordingFleet
-	event time.Time
-}
-
-func (f *congestingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
-	_, _ = f.recordingFleet.Reserve(ctx, key, r)
-	if f.event.IsZero() {
-		f.event = time.Now().Add(100 * time.Millisecond)
-		return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}, nil
-	}
-	return polite.FleetGrant{Granted: true, Gen: 2}, nil
-}
-
-func (f *congestingFleet) Congested(_ string, gen uint64) bool {
-	return !time.Now().Before(f.event) && gen < 2
-}
-
 // A send the shared controller booked before a congestion event, asleep
 // until its slot, books again at the rate the event cut to rather than go
 // at the old one; one the controller did not book (a configured rate)
@@ -299,7 +278,7 @@ func TestFleetBookedSendBooksAgainAfterAnEvent(t *testing.T) {
 	for _, shared := range []bool{true, false} {
 		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := &congestingFleet{}
+				f := congestingFleet(0)
 				opts := []polite.Option{polite.WithFleet(f)}
 				if !shared {
 					opts = append(opts, polite.WithRate(10, 1))
@@ -338,6 +317,23 @@ func (f *bookingFleet) Congested(_ string, gen uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.event.IsZero() && !time.Now().Before(f.event) && gen < 2
+}
+
+// congestingFleet returns a bookingFleet that books the k-th send (from
+// 0) 300ms ahead under generation 1 and hears of a congestion event
+// (generation 2) 100ms later; the sends before it go at once under
+// generation 1, those after under generation 2.
+func congestingFleet(k int) *bookingFleet {
+	return &bookingFleet{answer: func(f *bookingFleet, i int) polite.FleetGrant {
+		switch {
+		case i < k:
+			return polite.FleetGrant{Granted: true, Gen: 1}
+		case i == k:
+			f.event = time.Now().Add(100 * time.Millisecond)
+			return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}
+		}
+		return polite.FleetGrant{Granted: true, Gen: 2}
+	}}
 }
 
 // tokens200 estimates every request at 200 tokens.
@@ -383,16 +379,9 @@ func TestFleetBooksACostStatedWhileTheCallWaited(t *testing.T) {
 func TestFleetBookedAgainGivesItsCostBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200, tokensQuota(2000, 1800, 100*time.Millisecond)...))
-		f := &bookingFleet{answer: func(f *bookingFleet, i int) polite.FleetGrant {
-			switch i {
-			case 0: // the first call: its answer states the quota
-				return polite.FleetGrant{Granted: true, Gen: 1}
-			case 1: // the second, booked ahead; an event comes while it sleeps
-				f.event = time.Now().Add(100 * time.Millisecond)
-				return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}
-			}
-			return polite.FleetGrant{Granted: true, Gen: 2}
-		}}
+		// The first call's answer states the quota; the second is booked
+		// ahead, and an event comes while it sleeps.
+		f := congestingFleet(1)
 		tr := polite.New(next, polite.WithFleet(f), polite.WithCost(tokens200))
 		fetch(t, tr, "http://llm.test/").Body.Close()
 		fetch(t, tr, "http://llm.test/").Body.Close()

@@ -37,9 +37,13 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			continue
 		}
 		t.Run(sc.name, func(t *testing.T) {
-			cold := sc.median(t, "polite", 5)
-			warm := sc.median(t, "polite-memory", 5)
-			stale := sc.median(t, "polite-memory-stale", 5)
+			runs := 5
+			if sc.name == "burst1" {
+				runs = 11 // its figures spread with the machine's jitter (below)
+			}
+			cold := sc.median(t, "polite", runs)
+			warm := sc.median(t, "polite-memory", runs)
+			stale := sc.median(t, "polite-memory-stale", runs)
 			t.Logf("cold %.3f / %.2f%%, warm %.3f / %.2f%% (first second %d), stale %.3f / %.2f%%",
 				cold.utilization, 100*cold.rejected, warm.utilization, 100*warm.rejected, warm.first,
 				stale.utilization, 100*stale.rejected)
@@ -48,7 +52,9 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			}
 			if sc.name == "burst1" {
 				// Its limit is the machine's jitter's (see docs/bench.md): a warm
-				// start holds a little more of it, refused as often.
+				// start holds a little more of it, refused as often. (Medians of
+				// 5 runs spread too far: cold 0.679 against warm 0.635 once under
+				// -race in CI; of 11, warm minus cold -0.013 at worst in 6 runs.)
 				assert.GreaterOrEqual(t, warm.utilization, cold.utilization-0.03)
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.005)
 			} else {

@@ -672,14 +672,21 @@ func TestFleetLearnsTheLimitTogether(t *testing.T) {
 // into lockouts again: 0.46-0.58 of L in 8 s, 16-25% refused, in the
 // bench. A lockout now takes the limit as what the server let through
 // over a whole second, and holds there as at a limit a climb found.
+// Here that still had 0.83 of L in 8 s with 10% refused (62 in the
+// first second: the sends booked before each halving went at the old
+// rate into the lockout). Now a halving lets them go as an event does,
+// the fleet waits for the lockout's second to pass after its second
+// halving, and holds 3% below a limit that locked it out: 0.95 of L with
+// 6 refused of 795 (3 runs); HAProxy in the bench 0.90-0.97 with
+// 0.5-3.5% refused (5.8-6.6% before).
 func TestFleetLearnsALimitThatCountsRefusals(t *testing.T) {
 	fr := fleetRun{procs: 4, workers: 4, limit: 100, length: 8 * time.Second, counting: true, shared: true}
 	srv, rep, _ := fr.run(t)
 	ok, refused := srv.counts(time.Time{}, time.Now().Add(time.Hour))
 	t.Logf("a limit that counts refusals, 4 processes: %.3f of L in 8 s, %d refused of %d; accepted per second %v, refused %v",
 		srv.share(fr.length), refused, ok+refused, srv.perSecond(), srv.bySecond(true))
-	assert.GreaterOrEqual(t, srv.share(fr.length), 0.75)
-	assert.LessOrEqual(t, float64(refused), 0.15*float64(ok+refused))
+	assert.GreaterOrEqual(t, srv.share(fr.length), 0.88)
+	assert.LessOrEqual(t, float64(refused), 0.025*float64(ok+refused))
 	assert.Zero(t, rep.Errors, rep.FirstError)
 }
 

@@ -78,12 +78,15 @@ end
 -- after a limit the climb just measured (fr), and after a limit that stood
 -- dropped to less than half at dr (µs; nil if none), 15% of the time since
 -- the drop, three quarters of a second at least, until that is the usual
--- four seconds: a limit that dropped may come back.
-local function holdFor(now, fd, fr, dr)
+-- four seconds: a limit that dropped may come back. A limiter that locked
+-- the fleet out (lk) holds for 8 seconds: each probe that crosses it
+-- costs the sends in flight and the halvings after (3 or 4 refused).
+local function holdFor(now, fd, fr, dr, lk)
   if fd == '1' then return 0 end
   if fr == '1' then return 1000000 end
   dr = tonumber(dr)
   if dr and now - dr < 4000000 / 0.15 then return math.max(750000, 0.15 * (now - dr)) end
+  if lk == '1' then return 8000000 end
   return 4000000
 end
 local function recent(now, k)
@@ -143,7 +146,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -204,9 +207,15 @@ if adaptive == 1 then
         -- successes in flight at the event are told): the rate holds
         -- at it, as at a limit a climb found, rather than climb from it
         -- into the same lockout.
-        st[3], st[6], st[10], st[11], cv = string.format('%.17g', fc), '0', '0', '1', now
+        -- Such a limiter punishes a crossing with a lockout (all in flight
+        -- refused, and the sends that go on): the fleet keeps further
+        -- below it from now on (lk, below), and holds there the usual 4
+        -- seconds, not the second after a limit a climb measured (fr):
+        -- what a lockout let through over a whole second is the limit,
+        -- and a probe a second after it crossed into another (4 refused).
+        st[3], st[6], st[10], st[11], st[20], cv = string.format('%.17g', fc), '0', '0', '0', '1', now
         st[18] = nil
-        redis.call('HSET', KEYS[1], 'W', st[3], 'fd', 0, 'fl', 0, 'fr', 1)
+        redis.call('HSET', KEYS[1], 'W', st[3], 'fd', 0, 'fl', 0, 'fr', 0, 'lk', 1)
         redis.call('HDEL', KEYS[1], 'fz')
       end
       redis.call('HSET', KEYS[1], 'sp', 0, 'cv', f(cv))
@@ -239,8 +248,14 @@ if adaptive == 1 then
     if r < 100000 then rate, cburst = r, 4 elseif st[7] then redis.call('HDEL', KEYS[1], 'lei') end
   end
   if W then
-    rate = 0.99 * W
-    local hold = holdFor(now, st[6], st[11], st[14])
+    -- The rate holds just below the limit, or 3% below one that locked
+    -- the fleet out (a fleet's sends are not evenly spaced: 28 in a
+    -- quarter second at 0.99 of HAProxy's limit crossed it, 4 refused,
+    -- and the limit measured then was 84-88% of it).
+    local below = 0.99
+    if st[20] == '1' then below = 0.97 end
+    rate = below * W
+    local hold = holdFor(now, st[6], st[11], st[14], st[20])
     local t = ((tonumber(st[18]) or now) - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
@@ -249,7 +264,7 @@ if adaptive == 1 then
         -- The probe doubles every second up to 1.1·W, stays there for a
         -- second (what a server's burst hides of a crossing shows then),
         -- and doubles every second from there.
-        local top = math.log(1.1 / 0.99) / math.log(2)
+        local top = math.log(1.1 / below) / math.log(2)
         if t <= top then
           rate = rate * 2 ^ t
         elseif t <= top + 1 then
@@ -444,7 +459,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
 local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr', 'ep', 'cv', 'fz',
-  'tat', 'pause', 'bk', 'qe')
+  'tat', 'pause', 'bk', 'qe', 'lg', 'lk', 'f0')
 local gen = tonumber(st[4]) or 0
 local sent = tonumber(ARGV[1])
 local ep = tonumber(st[11])
@@ -470,6 +485,36 @@ if sent % 2 == 1 then
   else
     redis.call('HSET', KEYS[1], 'sp', sp, 'gen', gen + 2, 'cv', string.format('%.0f', now))
   end
+  -- The sends booked at the rate before the halving and not yet gone book
+  -- again at the halved one, as at an event (if the event let its queue
+  -- go): a queue kept went on at the old rate, and a limiter that counts
+  -- refusals (HAProxy's) refused all of it, and was held in its lockout
+  -- by it (27 refused in the quarter second after a fleet of 4's first
+  -- throttle, the rate halved 3 times within 10 ms of it). The new queue
+  -- starts an interval of the halved rate from now, not now: the send
+  -- refused went about now, and one let go at once was refused in turn,
+  -- halved again and let the next go (2,000 refused a second).
+  --
+  -- A second halving from a first floor shows a limiter that counts the
+  -- sends of a window, refused or not (see reserveScript): it refuses
+  -- until the first of the fleet's sends leave its second, and each send
+  -- before that is refused and counted. The fleet's sends wait for that
+  -- (50 ms more: HAProxy's count is an estimate over two periods) rather
+  -- than go on at ever lower rates into it (4 or 5 more refused).
+  local tat, lei = tonumber(st[14]) or now, tonumber(st[8])
+  local from = math.max(now, tonumber(st[15]) or 0)
+  if ARGV[3] and st[18] == '1' and lei and lei > 0 then
+    local nx, wait = from + 2 * lei, false
+    if st[6] == '1' and sp >= 2 and tonumber(st[20]) and tonumber(st[20]) + 1050000 > nx then
+      nx, wait = tonumber(st[20]) + 1050000, true
+    end
+    if tat > nx or (wait and tat < nx) then
+      local bk = tonumber(st[16]) or 0
+      if tat > from then bk = math.max(bk - math.floor((tat - from) / lei), 0) end
+      redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', nx), 'bk', bk)
+      redis.call('PUBLISH', ARGV[3], 'e' .. (gen + 2))
+    end
+  end
   redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))
   return {0, gen + 2}
 end
@@ -493,17 +538,20 @@ if booked and lei and now > start then
   measured = math.max(booked - ahead, 0) * acc / (acc + rf) / math.max((now - start) / 1000000, 0.001)
 end
 local fl = st[6] == '1'
-local hold = holdFor(now, st[5], st[9], st[10]) / 1000000
+local hold = holdFor(now, st[5], st[9], st[10], st[19]) / 1000000
 -- Whether the rate probes: past its hold since the curve began (the
 -- event, or the end of the halvings after it).
 local curve = (now - (tonumber(st[12]) or ev)) / 1000000
-if prev and now - start < 500000 and hold > 0 and not fl then
+if prev and now - start < 500000 and hold > 0 and not fl and st[19] ~= '1' then
   -- A throttle within half a second of the sends booked since an event
   -- going, while the rate holds, belongs to it: a queueing server answers
   -- the sends it held late, and what was told since is no measure yet.
+  -- (Not from a limiter that locked the fleet out: it answers at once,
+  -- and a lone success within its lockout had the rest of it ignored,
+  -- 40 refused at the old rate.)
   return {0, gen}
 end
-local W
+local W, again = nil, 0
 if not prev then
   -- A floor: what was accepted since the first send (over a second at
   -- least, fa: the successes of the sends in flight now add to it, as
@@ -516,7 +564,7 @@ if not prev then
   -- the limit (see reserveScript).
   local fa = acc / math.max(span, 1)
   W, fl = math.max(fa, math.min(recent(now, 5), lastSecond(now)), halfBooked(now, st[8])), true
-  redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa), 'fc', f(math.max(fa, lastSecond(now))))
+  redis.call('HSET', KEYS[1], 'fs', f(math.max(span, 1)), 'fa', f(fa), 'fc', f(math.max(fa, lastSecond(now))), 'f0', string.format('%.0f', ev))
 elseif fl or curve > hold then
   -- A probe, or the climb from a floor, crossed the limit. After a climb
   -- (or the first probe after one: a climb's measure may have ended
@@ -530,8 +578,22 @@ elseif fl or curve > hold then
   -- A climb crossed the limit within its last doubling: half the rate it
   -- booked at last is a floor.
   if st[5] == '1' or st[6] == '1' then W = math.max(W, halfBooked(now, st[8])) end
+elseif st[19] == '1' and span < 1 then
+  -- A limiter that locked the fleet out counts the last second's sends,
+  -- refused or not: within a second of the last event, what it refuses
+  -- is that event's excess, still counted, not a lower limit (measured
+  -- so, a probe's crossing of HAProxy's took the limit to 0.28 of it).
+  -- The rate starts again halved, not at W: a lockout that lets a lone
+  -- send through now and then would have each success start it again
+  -- at the limit (19 refused in a quarter second).
+  W, again = prev, 1
 else
   W = math.min(prev, math.max(measured, prev / 4))
+  -- What such a limiter let through over the last second is its limit:
+  -- the rate measured after a crossing counts the sends it refused for
+  -- the excess still counted (a fleet held at 0.80 of HAProxy's limit
+  -- from its second probe on, 30-s runs).
+  if st[19] == '1' then W = math.min(prev, math.max(W, lastSecond(now))) end
   if (st[9] ~= '1' or span >= 0.75) and W < 0.5 * prev then
     -- A limit that stood drops (not one the climb found too high):
     -- probe again soon, for it may come back.
@@ -553,8 +615,8 @@ local qe = math.max(now, tonumber(st[15]) or now)
 local letGo = ARGV[3] and (prev or acc >= 10)
 if not letGo then qe = math.max(qe, tonumber(st[14]) or now) end
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1, 'ep', gen + 1,
-  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', 0, 'cv', string.format('%.0f', now),
-  'bk', 0, 'rf', 0, 'qe', string.format('%.0f', qe))
+  'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', again, 'cv', string.format('%.0f', now),
+  'bk', 0, 'rf', 0, 'qe', string.format('%.0f', qe), 'lg', letGo and 1 or 0)
 if letGo and (tonumber(st[14]) or now) > qe then redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', qe)) end
 redis.call('HDEL', KEYS[1], 'fz')
 if letGo then redis.call('PUBLISH', ARGV[3], 'e' .. (gen + 1)) end

@@ -16,6 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -590,11 +591,7 @@ func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
 // (Measured so, a fleet of 4 holding at 100 a second took 73 for the limit
 // from one refusal: TestFleetLearnsTheLimitTogether, 0.81 of L in CI.)
 func TestSharedControllerMeasuresWhatWentWhileHolding(t *testing.T) {
-	rdb := newClient(t, startRedis(t).addr)
-	f := newFleet(t, rdb, fleet.WithSharedController(true))
-	warm(t, f)
-	now, err := rdb.Time(ctx).Result()
-	require.NoError(t, err)
+	f, rdb, now := sharedFleet(t)
 	// The event a second ago; the queue booked before it went until 0.6 s
 	// ago; since, 59 sends went at 99 a second and 30 more are queued
 	// ahead; 40 successes and no refusal told so far.
@@ -610,6 +607,29 @@ func TestSharedControllerMeasuresWhatWentWhileHolding(t *testing.T) {
 	assert.InDelta(t, 59*40/41/0.6, w, 2, "the limit, from what went and how it was answered")
 }
 
+// sharedFleet starts a Redis and a warmed Fleet on it with the shared
+// controller, and returns the Fleet, its client and Redis's clock now.
+func sharedFleet(t *testing.T) (*fleet.Fleet, redis.UniversalClient, time.Time) {
+	rdb := newClient(t, startRedis(t).addr)
+	f := newFleet(t, rdb, fleet.WithSharedController(true))
+	warm(t, f)
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	return f, rdb, now
+}
+
+// twoSharedFleets is sharedFleet for two processes, a and b.
+func twoSharedFleets(t *testing.T) (a, b *fleet.Fleet, rdb redis.UniversalClient, now time.Time) {
+	rdb = newClient(t, startRedis(t).addr)
+	a = newFleet(t, rdb, fleet.WithMember("a"), fleet.WithSharedController(true))
+	b = newFleet(t, rdb, fleet.WithMember("b"), fleet.WithSharedController(true))
+	warm(t, a)
+	warm(t, b)
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	return a, b, rdb, now
+}
+
 // A congestion event lets go the queue the shared controller had booked
 // at the old rate: the next send is booked from now at the new one, and
 // every process hears of the event, so that its sends booked before it,
@@ -617,14 +637,8 @@ func TestSharedControllerMeasuresWhatWentWhileHolding(t *testing.T) {
 // fleet's queue had gone on at a rate the server was refusing; HAProxy,
 // which counts refusals, locked it out for a second).
 func TestSharedControllerEventLetsTheQueueGo(t *testing.T) {
-	rdb := newClient(t, startRedis(t).addr)
-	a := newFleet(t, rdb, fleet.WithMember("a"), fleet.WithSharedController(true))
-	b := newFleet(t, rdb, fleet.WithMember("b"), fleet.WithSharedController(true))
-	warm(t, a)
-	warm(t, b)
+	a, b, rdb, now := twoSharedFleets(t)
 	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
-	now, err := rdb.Time(ctx).Result()
-	require.NoError(t, err)
 	// A limit of 100 held for 2 s, 190 successes told of 280 booked; a queue
 	// of 0.8 s at 99 a second.
 	key := fleet.RedisKey("polite", "k", "s")
@@ -650,6 +664,106 @@ func TestSharedControllerEventLetsTheQueueGo(t *testing.T) {
 	tat, err := rdb.HGet(ctx, first, "tat").Int64()
 	require.NoError(t, err)
 	assert.Equal(t, now.Add(500*time.Millisecond).UnixMicro(), tat, "the queue kept")
+}
+
+// A halving lets the queue booked at the old rate go, as an event does:
+// the next send is booked an interval of the halved rate from now, and
+// every process hears of it (the sends booked at the old rate had gone on
+// at it, and HAProxy, which counts refusals, refused them all: 27 in the
+// quarter second after a fleet of 4's first throttle).
+func TestSharedControllerHalvingLetsTheQueueGo(t *testing.T) {
+	a, b, rdb, now := twoSharedFleets(t)
+	// An event 0.2 s ago that let its queue go (lg), a limit of 100 that
+	// stood, nothing accepted since; a queue of 0.5 s at 99 a second.
+	key := fleet.RedisKey("polite", "k", "s")
+	require.NoError(t, rdb.HSet(ctx, key, "W", 100, "ev", now.Add(-200*time.Millisecond).UnixMicro(), "lei", 10101,
+		"tat", now.Add(500*time.Millisecond).UnixMicro(), "bk", 60, "gen", 5, "ep", 5, "lg", 1).Err())
+	queued, err := a.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), queued.Gen)
+	require.Greater(t, queued.Wait, 400*time.Millisecond, "behind the queue")
+	require.NoError(t, b.Throttled(ctx, "k", 5)) // booked since the event, refused: a halving
+	require.Eventually(t, func() bool { return a.Congested("k", queued.Gen) }, time.Second, time.Millisecond,
+		"the other process hears of the halving")
+	st, err := rdb.HMGet(ctx, key, "sp", "gen", "tat", "bk").Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{"1", "7"}, st[:2])
+	tat, err := strconv.ParseInt(st[2].(string), 10, 64)
+	require.NoError(t, err)
+	assert.InDelta(t, now.Add(2*10101*time.Microsecond).UnixMicro(), tat, 50000, "the queue let go: from now, at the halved rate")
+	bk, err := strconv.Atoi(st[3].(string))
+	require.NoError(t, err)
+	assert.Less(t, bk, 20, "what was let go is no longer counted as booked")
+
+	// Without lg (a first event with few successes, which keeps its queue)
+	// the halving keeps it too.
+	kept := fleet.RedisKey("polite", "f", "s")
+	far := now.Add(500 * time.Millisecond).UnixMicro()
+	require.NoError(t, rdb.HSet(ctx, kept, "W", 100, "ev", now.UnixMicro(), "lei", 10101, "tat", far, "gen", 5, "ep", 5, "lg", 0).Err())
+	require.NoError(t, b.Throttled(ctx, "f", 5))
+	got, err := rdb.HGet(ctx, kept, "tat").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, far, got, "the queue kept")
+}
+
+// A second halving from a first floor shows a limiter that counts
+// refusals (HAProxy's): the fleet's sends wait until a second and 50 ms
+// after its first send, when the lockout's second has passed, and go no
+// faster than 0.97 of what the server let through over it (fc) until a
+// success; then the limit is fc, held 3% below it for 8 seconds (lk). A
+// throttle within a second of the last event does not lower it.
+func TestSharedControllerWaitsOutALockout(t *testing.T) {
+	f, rdb, now := sharedFleet(t)
+	us := func(d time.Duration) int64 { return now.Add(d).UnixMicro() }
+	key := fleet.RedisKey("polite", "k", "s")
+	// The first sends 0.3 s ago, the first event (a floor of 800) 0.05 s
+	// ago, 100 let through, halved once already.
+	require.NoError(t, rdb.HSet(ctx, key, "W", 800, "ev", us(-50*time.Millisecond), "f0", us(-300*time.Millisecond), "fc", 100,
+		"fd", 1, "fl", 1, "sp", 1, "lei", 2525, "tat", us(100*time.Millisecond), "gen", 3, "ep", 1, "lg", 1).Err())
+	require.NoError(t, f.Throttled(ctx, "k", 3))
+	tat, err := rdb.HGet(ctx, key, "tat").Int64()
+	require.NoError(t, err)
+	assert.InDelta(t, us(750*time.Millisecond), tat, 20000, "the sends wait for the lockout's second to pass")
+
+	_, err = f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	require.NoError(t, err)
+	lei, err := rdb.HGet(ctx, key, "lei").Float64()
+	require.NoError(t, err)
+	assert.InEpsilon(t, 1e6/97, lei, 0.02, "no faster than 0.97 of what the lockout let through (0.99·800/4 = 198)")
+
+	// A success of a send booked since: the lockout's limit, 3% below.
+	gen, err := rdb.HGet(ctx, key, "gen").Uint64()
+	require.NoError(t, err)
+	_, err = f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1, Accepted: []polite.FleetAccepted{{Gen: gen, N: 1}}})
+	require.NoError(t, err)
+	st, err := rdb.HMGet(ctx, key, "W", "lk", "lei").Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{"100", "1"}, st[:2])
+	lei, err = strconv.ParseFloat(st[2].(string), 64)
+	require.NoError(t, err)
+	assert.InEpsilon(t, 1e6/97, lei, 0.02)
+
+	// Held 8 s, not 4, before a probe; a throttle within a second of the
+	// last event keeps the limit and halves at once.
+	for _, c := range []struct {
+		since float64
+		rate  float64
+	}{{6, 97}, {8 + math.Log2(1.1/0.97) + 0.5, 110}} {
+		k := fmt.Sprint("held/", c.since)
+		require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", k, "s"), "W", 100, "lk", 1,
+			"ev", now.Add(-time.Duration(c.since*float64(time.Second))).UnixMicro()).Err())
+		_, err = f.Reserve(ctx, k, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		require.NoError(t, err)
+		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", k, "s"), "lei").Float64()
+		require.NoError(t, err)
+		assert.InEpsilon(t, 1e6/c.rate, lei, 0.03, "%.2fs after the event", c.since)
+	}
+	soon := fleet.RedisKey("polite", "soon", "s")
+	require.NoError(t, rdb.HSet(ctx, soon, "W", 100, "lk", 1, "ev", us(-500*time.Millisecond), "acc", 5, "gen", 4, "ep", 3).Err())
+	require.NoError(t, f.Throttled(ctx, "soon", 4))
+	st, err = rdb.HMGet(ctx, soon, "W", "sp", "gen").Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{"100", "1", "5"}, st, "an event, the limit kept, the rate halved")
 }
 
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns

@@ -693,7 +693,9 @@ func TestSharedControllerHalvingLetsTheQueueGo(t *testing.T) {
 	assert.InDelta(t, now.Add(2*10101*time.Microsecond).UnixMicro(), tat, 50000, "the queue let go: from now, at the halved rate")
 	bk, err := strconv.Atoi(st[3].(string))
 	require.NoError(t, err)
-	assert.Less(t, bk, 20, "what was let go is no longer counted as booked")
+	// 61 booked (the send above too), about 50 of them let go: a queue of
+	// 0.51 s at 99 a second.
+	assert.InDelta(t, 11, bk, 2, "what was let go is no longer counted as booked")
 
 	// Without lg (a first event with few successes, which keeps its queue)
 	// the halving keeps it too.

@@ -124,6 +124,9 @@ local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
 local adaptive = tonumber(ARGV[10])
+-- The share of a limit found from a lockout the shared controller keeps
+-- to: holding there, and on its way back after the lockout (see below).
+local lockedBelow = 0.97
 local notbefore = tonumber(ARGV[12]) or 0
 local f = function(x) return string.format('%.0f', x) end
 local transit = 100000 -- µs: a cost's bucket is taken as full until then after a slot
@@ -253,7 +256,7 @@ if adaptive == 1 then
     -- quarter second at 0.99 of HAProxy's limit crossed it, 4 refused,
     -- and the limit measured then was 84-88% of it).
     local below = 0.99
-    if st[20] == '1' then below = 0.97 end
+    if st[20] == '1' then below = lockedBelow end
     rate = below * W
     local hold = holdFor(now, st[6], st[11], st[14], st[20])
     local t = ((tonumber(st[18]) or now) - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
@@ -286,7 +289,7 @@ if adaptive == 1 then
       -- that wait for the lockout's second to pass went at a quarter of
       -- the floor's rate, 124 a second, into the rest of HAProxy's
       -- lockout (15-19 refused in a third of the runs).
-      if spent >= 2 then rate = math.min(rate, 0.97 * tonumber(st[19])) end
+      if spent >= 2 then rate = math.min(rate, lockedBelow * tonumber(st[19])) end
     end
   end
   if rate then
@@ -507,14 +510,14 @@ if sent % 2 == 1 then
   -- before that is refused and counted. The fleet's sends wait for that
   -- (50 ms more: HAProxy's count is an estimate over two periods) rather
   -- than go on at ever lower rates into it (4 or 5 more refused).
-  local tat, lei = tonumber(st[14]) or now, tonumber(st[8])
+  local tat, lei, f0 = tonumber(st[14]) or now, tonumber(st[8]), tonumber(st[20])
   local from = math.max(now, tonumber(st[15]) or 0)
   if ARGV[3] and st[18] == '1' and lei and lei > 0 then
     local nx, wait = from + 2 * lei, false
-    if st[6] == '1' and sp >= 2 and tonumber(st[20]) and tonumber(st[20]) + 1050000 > nx then
-      nx, wait = tonumber(st[20]) + 1050000, true
+    if st[6] == '1' and sp >= 2 and f0 and f0 + 1050000 > nx then
+      nx, wait = f0 + 1050000, true
     end
-    if tat > nx or (wait and tat < nx) then
+    if wait or tat > nx then
       local bk = tonumber(st[16]) or 0
       if tat > from then bk = math.max(bk - math.floor((tat - from) / lei), 0) end
       redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', nx), 'bk', bk)

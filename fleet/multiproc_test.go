@@ -686,8 +686,15 @@ func TestFleetLearnsALimitThatCountsRefusals(t *testing.T) {
 	ok, refused := srv.counts(time.Time{}, time.Now().Add(time.Hour))
 	t.Logf("a limit that counts refusals, 4 processes: %.3f of L in 8 s, %d refused of %d; accepted per second %v, refused %v",
 		srv.share(fr.length), refused, ok+refused, srv.perSecond(), srv.bySecond(true))
+	// Under the race detector the processes are slower to hear of the
+	// first refusals, and more are in flight: 21 of 785 (17 in the first
+	// second) in one CI run, 4-8 without it.
+	most := 0.025
+	if raceDetector {
+		most = 0.05
+	}
 	assert.GreaterOrEqual(t, srv.share(fr.length), 0.88)
-	assert.LessOrEqual(t, float64(refused), 0.025*float64(ok+refused))
+	assert.LessOrEqual(t, float64(refused), most*float64(ok+refused))
 	assert.Zero(t, rep.Errors, rep.FirstError)
 }
 

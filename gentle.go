@@ -10,7 +10,8 @@ import (
 // Constants of Gentle, each explained in its documentation.
 const (
 	gentleHold      = 0.99        // the share of the estimated limit the rate holds at
-	gentleWait      = 4.0         // seconds held before a probe
+	gentleWait      = 4.0         // seconds held before a probe, at least
+	gentleMaxWait   = 30.0        // seconds held before a probe, at most: the hold is as long as the limit has stood
 	gentleShortWait = 0.75        // seconds held before a probe, at least, after a drop
 	gentleShorten   = 0.15        // after a drop, the hold is this share of the time since, until it is gentleWait
 	gentleDrop      = 0.5         // an event that lowers an estimate that stood below this share of it is a drop
@@ -102,8 +103,12 @@ const (
 //
 // # The rate
 //
-// After an event the rate holds at 0.99·W. After 4 seconds without a
-// throttle it probes: it doubles every second until the next event, which
+// After an event the rate holds at 0.99·W. After a hold without a
+// throttle it probes: the hold is as long as W has stood (since an event
+// found it more than 5% from the estimate before; a probe that finds it
+// where it was confirms it), 4 seconds at least and 30 at most, so that a
+// limit the probes keep confirming is probed ever less often. The probe
+// doubles the rate every second until the next event, which
 // measures the limit again; a probe that gets 10% above W without a
 // throttle has found the limit risen, and doubles every quarter of a
 // second from there. While the limit is being found (from a floor, and
@@ -120,9 +125,11 @@ const (
 // stood and drops to less than half may come back: after such a drop
 // the hold is 15% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
-// found within about 5 seconds (15% of the time it stayed low, after a
-// drop, and the probe's climb), and one that did not costs about one
-// refused request every 4 seconds. The curve is scaled to W, so it
+// found within about 5 seconds after a drop (15% of the time it stayed
+// low, and the probe's climb), and within about as long as it had stood
+// otherwise (30 seconds at most); one that did not move costs a refused
+// request or two every 4 seconds at first, every 30 once it has stood
+// that long. The curve is scaled to W, so it
 // behaves alike at 1 and at 10,000 requests per second (Cubic's constant
 // is absolute: slow at high rates, abrupt at low ones).
 //
@@ -183,7 +190,9 @@ type Gentle struct {
 	settled  float32   // W as the last event that probed or found it measured it (see known); 0 if none
 	slot     uint32    // the quarter second, counted from the Unix epoch, that second[slot%5] counts
 	dropped  uint32    // Unix seconds when a limit that stood last dropped; 0 if none
+	found    uint32    // Unix seconds (rounded) when W was found at about its value: a probe that confirms it keeps it
 	accepted int32     // successes of requests sent since the last event
+	held     int32     // of them, those that came before the probe after the event began; -1 until it does
 	second   [5]uint16 // successes in each of the last five quarter seconds
 	spent    int16     // refusals of requests sent since the last event, before any success
 	sampled  uint8     // round trips in the round in progress
@@ -207,6 +216,13 @@ func NewGentle(now time.Time) *Gentle {
 // init makes g a Gentle created at now, not enabled.
 func (g *Gentle) init(now time.Time) {
 	g.responses, g.since, g.ramp, g.last = newMeter(now), now.UnixNano(), now.UnixNano(), now.UnixNano()
+	g.found, g.held = wholeSeconds(now.UnixNano()), -1
+}
+
+// wholeSeconds returns n (Unix nanoseconds) in whole seconds, rounded, as
+// Gentle keeps some instants.
+func wholeSeconds(n int64) uint32 {
+	return uint32(max((n+int64(time.Second)/2)/int64(time.Second), 0))
 }
 
 // Update feeds the outcome of one attempt that ended at now: throttled
@@ -279,6 +295,9 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		}
 		switch {
 		case order >= 0:
+			if g.held < 0 && g.enabled && !g.finding && nanosToSeconds(n-g.ramp) > g.hold(n) {
+				g.held = g.accepted // the first success of the probe
+			}
 			g.accepted = min(g.accepted+1, math.MaxInt32-1)
 		case g.floor:
 			g.limit++ // in flight at the first event: part of the floor, over a second
@@ -386,7 +405,10 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		// successes when it came 10% above the estimate raised it a little
 		// above HAProxy's limit now and then, from the burst of a probe:
 		// HAProxy, which counts refusals, then refused all but a quarter.)
-		g.limit = max(previous, measured)
+		// Of a hold longer than gentleWait, only its last gentleWait
+		// seconds count: over a hold of 30 s, a probe that found the
+		// limit risen would move the estimate by too little to be seen.
+		g.limit = max(previous, g.probed(n, span, measured))
 		switch {
 		case g.limit > 1.05*previous:
 			g.fresh = true
@@ -409,15 +431,38 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	if settles {
 		g.settled = float32(g.limit)
 	}
+	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
+		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
+	}
 	g.finding = !g.enabled || g.floor || g.limit > 1.05*previous
 	g.enabled = true
 	g.untimed.Store(false)
 	g.event = g.phase.Load() | 1 // odd: an event, no success since
 	g.phase.Store(g.event)
-	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
+	g.since, g.ramp, g.frozen, g.accepted, g.held, g.spent = n, n, 0, 0, -1, 0
 	g.recent, g.sampled = 0, 0 // a round measures what came after the event
 	g.rate = g.curve(n)
 	return false
+}
+
+// probed returns the limit a probe measured at n (Unix nanoseconds), span
+// seconds after the last event: measured, what was accepted since the last
+// event over span, when the hold before the probe lasted gentleWait or
+// less; otherwise what was accepted in the probe and the last gentleWait
+// seconds of the hold (the hold's share of them, for its rate stood
+// still), over that time. It requires g.mu held.
+func (g *Gentle) probed(n int64, span, measured float64) float64 {
+	probe := min(max(nanosToSeconds(n-g.ramp)-g.hold(n), 0), span)
+	held := span - probe
+	if held <= gentleWait {
+		return measured
+	}
+	before := g.accepted // in the hold: every success, if the probe had none
+	if g.held >= 0 {
+		before = g.held
+	}
+	counted := float64(g.accepted-before) + float64(before)*gentleWait/held
+	return counted / (probe + gentleWait)
 }
 
 // forgetLocked makes g, at n (Unix nanoseconds), a Gentle with no
@@ -427,19 +472,25 @@ func (g *Gentle) forgetLocked(n int64) {
 	g.since, g.ramp, g.last, g.frozen, g.round = n, n, n, 0, 0
 	g.rate, g.limit, g.stated = 0, 0, 0
 	g.enabled, g.floor, g.finding, g.fresh, g.queued = false, false, false, false, false
-	g.accepted, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, 0, 0, 0, 0, 0
-	g.second, g.least = [5]uint16{}, 0
+	g.accepted, g.held, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, -1, 0, 0, 0, 0, 0
+	g.second, g.least, g.found = [5]uint16{}, 0, wholeSeconds(n)
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event + 1)
 }
 
 // hold returns how long the rate holds before a probe, in seconds, at n
-// (Unix nanoseconds): none while finding the limit; gentleWait; and after
-// a drop of a limit that stood, 15% of the time since the drop, three
-// quarters of a second at least, so that a limit that comes back soon is
-// found soon, and one that stays low costs fewer probes as time goes by
-// (the loss to a limit that came back is about 15% of the time it stayed
-// low; the cost, a refused probe every hold). It requires g.mu held.
+// (Unix nanoseconds): none while finding the limit; after a drop of a
+// limit that stood, 15% of the time since the drop, three quarters of a
+// second at least, so that a limit that comes back soon is found soon, and
+// one that stays low costs fewer probes as time goes by (the loss to a
+// limit that came back is about 15% of the time it stayed low; the cost, a
+// refused probe every hold); otherwise as long as the limit had stood when
+// the hold began (found when the last event did, gentleWait at least,
+// gentleMaxWait at most), so that a limit that probes keep confirming is
+// probed ever less often: its probes cost a refused request or two every
+// 30 seconds, not every 4, and a limit that rose after standing a while
+// is found within about as long as it stood, 30 seconds at most. It
+// requires g.mu held.
 func (g *Gentle) hold(n int64) float64 {
 	switch {
 	case g.finding:
@@ -450,7 +501,7 @@ func (g *Gentle) hold(n int64) float64 {
 		}
 		g.dropped = 0
 	}
-	return gentleWait
+	return min(max(nanosToSeconds(g.ramp)-float64(g.found), gentleWait), gentleMaxWait)
 }
 
 // findDouble returns the seconds in which the rate doubles while the limit
@@ -590,9 +641,12 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 	g.limit = max(g.limit, gentleMinRate)
 	g.floor = false
 	g.finding = g.limit > 1.05*previous
+	if math.Abs(g.limit-previous) > 0.05*previous {
+		g.found = wholeSeconds(n)
+	}
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event)
-	g.since, g.ramp, g.frozen, g.accepted, g.spent = n, n, 0, 0, 0
+	g.since, g.ramp, g.frozen, g.accepted, g.held, g.spent = n, n, 0, 0, -1, 0
 	g.recent, g.sampled = 0, 0 // a round measures what came after the event
 	g.rate = g.curve(n)
 }

@@ -373,3 +373,36 @@ func TestAIMD(t *testing.T) {
 	}
 	assert.Equal(t, cubicMinFillRate, a.Rate(), "never below 0.5/s")
 }
+
+// The hold before a probe is as long as the limit has stood when the last
+// event came, 4 s at least and 30 at most; a limit a Memory gave has stood
+// as long as the Memory says (an older record says nothing: 4 s).
+func TestGentleHoldsAsLongAsTheLimitStood(t *testing.T) {
+	for _, c := range []struct {
+		stood time.Duration
+		hold  float64
+	}{{0, gentleWait}, {3 * time.Second, gentleWait}, {16 * time.Second, 16}, {2 * time.Hour, gentleMaxWait}} {
+		g := NewGentle(epoch)
+		g.recall(at(time.Minute), 100, false, c.stood)
+		assert.InDelta(t, c.hold, g.hold(at(time.Minute).UnixNano()), 0.5, "stood %v", c.stood)
+		assert.InDelta(t, 99, g.curve(at(time.Minute+time.Duration((c.hold-0.6)*float64(time.Second))).UnixNano()), 1e-9, "held")
+	}
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	feed(g, 0, time.Second, 100)
+	g.Update(at(time.Second), true) // found from the floor: finding, no hold
+	feed(g, time.Second, 2*time.Second, 100)
+	g.Update(at(2*time.Second), true) // W = 100 again: held
+	holds := []float64{}
+	from := 2 * time.Second
+	for range 6 { // each probe finds the limit where it was
+		h := g.hold(at(from).UnixNano())
+		holds = append(holds, h)
+		to := from + time.Duration((h+0.1)*float64(time.Second))
+		feed(g, from, to, int(100*(h+0.1)))
+		g.Update(at(to), true)
+		from = to
+	}
+	t.Logf("holds: %.1f", holds)
+	assert.InDeltaSlice(t, []float64{4, 5.1, 10.3, 20.7, 30, 30}, holds, 0.2, "found at 1 s: each hold as long as the limit had stood")
+}

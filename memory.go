@@ -69,6 +69,13 @@ type Remembered struct {
 	PausedUntil time.Time
 	// At is when Limit was learnt or last confirmed.
 	At time.Time
+	// Since is when Limit was found at about its value, if polite measured
+	// it (zero if unknown): the probes made between Since and At found it
+	// where it was. A limit that has stood longer is probed less often
+	// (see [AdaptiveDefault]), and so is a remembered one: a Transport
+	// counts the time from Since to At as time it has stood, and not the
+	// time since At.
+	Since time.Time
 }
 
 // WithMemory makes the Transport remember what it learns of each key's
@@ -102,8 +109,9 @@ func WithMemory(m Memory) Option {
 type memo struct {
 	limit  float64
 	stated bool
-	paused int64 // Unix nanoseconds; 0 if none
-	at     int64 // Unix nanoseconds of the telling
+	stood  uint32 // seconds the limit had stood at the telling (Remembered.Since)
+	paused int64  // Unix nanoseconds; 0 if none
+	at     int64  // Unix nanoseconds of the telling
 }
 
 // toldLocked returns what the key last told its Memory, making it if
@@ -154,7 +162,12 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 	if mode != AdaptiveDefault {
 		return
 	}
-	ks.gentle.recall(now, limit, r.Stated)
+	var stood time.Duration
+	if !r.Since.IsZero() && !r.Stated {
+		stood = min(max(r.At.Sub(r.Since), 0), MemoryMaxAge)
+	}
+	told.stood = uint32(stood / time.Second)
+	ks.gentle.recall(now, limit, r.Stated, stood)
 	// Gentle's bucket holds a single request (see observe).
 	ks.limit, ks.burst = min(ceiling, rate.Limit(ks.gentle.Rate())), int32(min(1, cap))
 	if ks.limiter == nil {
@@ -166,11 +179,12 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 }
 
 // recall starts g at now from a limit a Memory remembered (requests per
-// second; stated reports that the server stated it): as after a
-// congestion event that measured it, the rate holds just below it, then
-// probes (never above a stated limit); a throttle while it holds shows it
-// stale (see congestion).
-func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
+// second; stated reports that the server stated it; it had stood that
+// long): as after a congestion event that measured it, the rate holds
+// just below it, as long as it had stood (see hold), then probes (never
+// above a stated limit); a throttle while it holds shows it stale (see
+// congestion).
+func (g *Gentle) recall(now time.Time, limit float64, stated bool, stood time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := now.UnixNano()
@@ -186,6 +200,7 @@ func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event + 1)
 	g.since, g.ramp = n, n
+	g.found = wholeSeconds(n - int64(stood))
 	g.rate = g.curve(n)
 }
 
@@ -194,14 +209,18 @@ func (g *Gentle) recall(now time.Time, limit float64, stated bool) {
 // estimate as the last event that probed or found it measured it; 0 if
 // neither. (An event while the rate holds may come of a moment's trouble,
 // and the next probe says whether the limit moved: a process remembered
-// at that moment would start too low.)
-func (g *Gentle) known() (limit float64, stated bool) {
+// at that moment would start too low.) A measured limit comes with how
+// long it has stood at n (Unix nanoseconds), in whole seconds.
+func (g *Gentle) known(n int64) (limit float64, stated bool, stood uint32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.stated > 0 {
-		return g.stated, true
+		return g.stated, true, 0
 	}
-	return float64(g.settled), false
+	if s := wholeSeconds(n); s > g.found && math.Abs(g.limit-float64(g.settled)) <= 0.05*float64(g.settled) {
+		stood = s - g.found // (an event while the rate held moved the estimate since: not this one's)
+	}
+	return float64(g.settled), false, stood
 }
 
 // remember tells the Transport's Memory what the call's key learnt, if
@@ -213,10 +232,11 @@ func (c *call) remember(ks *keyState, now time.Time) {
 	}
 	var limit float64
 	var stated bool
-	if c.t.keys.adaptive == AdaptiveDefault {
-		limit, stated = ks.gentle.known()
-	}
+	var stood uint32
 	n := now.UnixNano()
+	if c.t.keys.adaptive == AdaptiveDefault {
+		limit, stated, stood = ks.gentle.known(n)
+	}
 	ks.mu.Lock()
 	var paused int64
 	var window time.Duration
@@ -236,25 +256,34 @@ func (c *call) remember(ks *keyState, now time.Time) {
 	}
 	x := ks.extraLocked()
 	told := *x.toldLocked()
+	// A limit that has stood twice as long as when it was last told is
+	// told again, until it has stood as long as a hold lasts at most: a
+	// Transport made later probes it as seldom as this one would.
+	longer := told.stood < gentleMaxWait && stood >= max(2*told.stood, gentleWait)
 	moved := limit > 0 && (math.Abs(limit-told.limit) > memoryChange*told.limit || stated != told.stated ||
-		n-told.at >= int64(memoryRefresh))
+		n-told.at >= int64(memoryRefresh) || longer)
 	if !moved && paused <= told.paused {
 		ks.mu.Unlock()
 		return
 	}
 	if limit > 0 {
-		x.told.limit, x.told.stated, x.told.at = limit, stated, n
+		x.told.limit, x.told.stated, x.told.stood, x.told.at = limit, stated, stood, n
 	}
 	x.told.paused = max(paused, told.paused)
 	ks.mu.Unlock()
 	r := Remembered{Limit: limit, Stated: stated, At: now}
 	if stated {
 		r.Window = window
+	} else if stood > 0 {
+		r.Since = now.Add(-time.Duration(stood) * time.Second)
 	}
 	if limit == 0 && told.limit > 0 {
 		// A pause, with no limit known since the key's state was made: the
 		// limit told before stands, as old as it was.
 		r.Limit, r.Stated, r.At = told.limit, told.stated, time.Unix(0, told.at)
+		if told.stood > 0 && !told.stated {
+			r.Since = r.At.Add(-time.Duration(told.stood) * time.Second)
+		}
 	}
 	if paused > n {
 		r.PausedUntil = time.Unix(0, paused)

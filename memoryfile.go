@@ -65,9 +65,10 @@ type FileMemory struct {
 // memoryEntry is one key's record, kept small: a crawler holds a million.
 type memoryEntry struct {
 	limit  float64
-	window int64 // nanoseconds
-	paused int64 // Unix nanoseconds; 0 if none
-	at     int64 // Unix nanoseconds
+	window int64  // nanoseconds
+	paused int64  // Unix nanoseconds; 0 if none
+	at     int64  // Unix nanoseconds
+	stood  uint32 // seconds the limit had stood at at (Remembered.Since)
 	stated bool
 }
 
@@ -377,15 +378,18 @@ func parseLine(line []byte, n int64) (string, memoryEntry, error) {
 
 // parseEntry parses the text of an entry (see Remembered.MarshalText).
 func parseEntry(text []byte) (memoryEntry, error) {
-	var fields [5][]byte
+	var fields [6][]byte // the sixth is optional
 	for i := range fields {
-		if i == len(fields)-1 {
+		j := bytes.IndexByte(text, '\t')
+		if j < 0 {
+			if i < len(fields)-2 {
+				return memoryEntry{}, errors.New("too few fields")
+			}
 			fields[i] = text
 			break
 		}
-		j := bytes.IndexByte(text, '\t')
-		if j < 0 {
-			return memoryEntry{}, errors.New("too few fields")
+		if i == len(fields)-1 {
+			return memoryEntry{}, errors.New("too many fields")
 		}
 		fields[i], text = text[:j], text[j+1:]
 	}
@@ -413,6 +417,15 @@ func parseEntry(text []byte) (memoryEntry, error) {
 	if e.window > int64(maxPause)*24 {
 		return memoryEntry{}, errors.New("window out of range")
 	}
+	if fields[5] != nil {
+		ms, err := strconv.ParseInt(string(fields[5]), 10, 64)
+		if err != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return memoryEntry{}, errors.New("bad number")
+		}
+		if since := ms * int64(time.Millisecond); since > 0 && since < e.at && !e.stated {
+			e.stood = uint32(min(e.at-since, int64(MemoryMaxAge)) / int64(time.Second))
+		}
+	}
 	return e, nil
 }
 
@@ -439,16 +452,22 @@ func (e memoryEntry) appendText(b []byte) []byte {
 	b = append(b, '\t')
 	b = strconv.AppendInt(b, e.paused/int64(time.Millisecond), 10)
 	b = append(b, '\t')
-	return strconv.AppendInt(b, e.at/int64(time.Millisecond), 10)
+	b = strconv.AppendInt(b, e.at/int64(time.Millisecond), 10)
+	if e.stood > 0 && e.at > 0 {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, (e.at-int64(e.stood)*int64(time.Second))/int64(time.Millisecond), 10)
+	}
+	return b
 }
 
-// MarshalText encodes r as a Memory's stores keep it: five fields
+// MarshalText encodes r as a Memory's stores keep it: five or six fields
 // separated by tabs, the limit in requests per second, "s" if the server
 // stated it or "m" if polite measured it, the window, the end of the
 // pause and when the limit was learnt, these three in milliseconds (the
-// instants since the Unix epoch; 0 if none). A limit that is no positive
-// finite number is written 0, and the instants are cut to the
-// millisecond. It never fails.
+// instants since the Unix epoch; 0 if none), and, if known, Since (the
+// instant, in milliseconds, cut to a whole number of seconds before At).
+// A limit that is no positive finite number is written 0, and the
+// instants are cut to the millisecond. It never fails.
 func (r Remembered) MarshalText() ([]byte, error) {
 	e, _ := entryOf(r)
 	return e.appendText(nil), nil
@@ -489,6 +508,9 @@ func entryOf(r Remembered) (memoryEntry, bool) {
 	}
 	if !r.At.IsZero() {
 		e.at = max(r.At.UnixNano(), 0)
+		if !r.Since.IsZero() && !r.Stated && r.Since.Before(r.At) {
+			e.stood = uint32(min(r.At.Sub(r.Since), MemoryMaxAge, time.Duration(e.at)) / time.Second)
+		}
 	}
 	if !r.PausedUntil.IsZero() {
 		e.paused = max(r.PausedUntil.UnixNano(), 0)
@@ -501,6 +523,9 @@ func (e memoryEntry) remembered() Remembered {
 	r := Remembered{Limit: e.limit, Stated: e.stated, Window: time.Duration(e.window)}
 	if e.at > 0 {
 		r.At = time.Unix(0, e.at)
+		if e.stood > 0 {
+			r.Since = r.At.Add(-time.Duration(e.stood) * time.Second)
+		}
 	}
 	if e.paused > 0 {
 		r.PausedUntil = time.Unix(0, e.paused)

@@ -22,6 +22,8 @@ func FuzzMemoryFile(f *testing.F) {
 	f.Add([]byte(memoryHeader + fmt.Sprintf("\"tab\\there\"\t10\ts\t60000\t%d\t%d\n", at+1000, at)))
 	f.Add([]byte(memoryHeader + fmt.Sprintf("x\tNaN\tm\t0\t0\t%d\nx\t1e400\tm\t0\t0\t%d\ny\t-0\tm\t0\t0\t%d\n", at, at, at)))
 	f.Add([]byte(memoryHeader + "cut\t1\tm\t0"))
+	f.Add([]byte(memoryHeader + fmt.Sprintf("stood\t50\tm\t0\t0\t%d\t%d\nlater\t50\tm\t0\t0\t%d\t%d\n", at, at-16000, at, at+1)))
+	f.Add([]byte(memoryHeader + fmt.Sprintf("seven\t50\tm\t0\t0\t%d\t%d\t1\n", at, at-16000)))
 	f.Add([]byte("polite memory 2\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

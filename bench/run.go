@@ -91,8 +91,11 @@ func runClient(c client, inst *instance, prof profile, cfg runConfig, mem memory
 
 // learnFor is how long the process before a client with memory runs
 // (client.learn): long enough for polite to have found the limit of
-// every server of the bench, and probed it.
-const learnFor = 10 * time.Second
+// every server of the bench, and seen its probes confirm it for 16 s
+// (so that the process after holds it 16 s before its first probe, as
+// the process before would have: a limit that has stood is probed less
+// often).
+const learnFor = 20 * time.Second
 
 // learn runs c against a fresh instance of s, its limit c.learn times the
 // run's, for learnFor, with a FileMemory in a temporary file (and, for a

@@ -74,6 +74,9 @@ func describeMemory(r polite.Remembered, ok bool, now time.Time) string {
 		s = fmt.Sprintf("limit %s requests/s, as the server stated", number(r.Limit))
 	case r.Limit > 0:
 		s = fmt.Sprintf("limit %s requests/s, as polite measured from the server's throttles", number(r.Limit))
+		if stood := r.At.Sub(r.Since); !r.Since.IsZero() && stood > 0 {
+			s += fmt.Sprintf(" (it had stood %v)", stood.Round(time.Second))
+		}
 	}
 	if r.Limit > 0 {
 		age := now.Sub(r.At)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -77,4 +78,24 @@ func TestGetWithABrokenMemory(t *testing.T) {
 	r := runPolite(t, "", "", 30*time.Second, "get", "-memory", file, srv.URL)
 	assert.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "polite get: polite: memory file "+file+": not a polite memory file; those hosts start from nothing\n")
+}
+
+// What inspect says of a remembered limit: how it was learnt, how long it
+// had stood when measured from throttles, and its age.
+func TestDescribeMemory(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	at := now.Add(-2 * time.Second)
+	for _, c := range []struct {
+		r    polite.Remembered
+		want string
+	}{
+		{polite.Remembered{Limit: 10, Stated: true, Window: time.Minute, At: at},
+			"limit 10 requests/s (600 per 1m0s, as the server stated), 2s ago"},
+		{polite.Remembered{Limit: 98, At: at, Since: at.Add(-16 * time.Second)},
+			"limit 98 requests/s, as polite measured from the server's throttles (it had stood 16s), 2s ago"},
+		{polite.Remembered{Limit: 98, At: at},
+			"limit 98 requests/s, as polite measured from the server's throttles, 2s ago"},
+	} {
+		assert.Equal(t, c.want, describeMemory(c.r, true, now))
+	}
 }

@@ -76,9 +76,12 @@ func BenchmarkFileMemoryMillion(b *testing.B) {
 	}
 	now := time.Now()
 	for i := range hosts {
-		m.Remember(fmt.Sprintf("host-%07d.example.com", i), Remembered{
-			Limit: float64(1 + i%500), Stated: i%3 == 0, At: now.Add(-time.Duration(i) * time.Millisecond),
-		})
+		at := now.Add(-time.Duration(i) * time.Millisecond)
+		r := Remembered{Limit: float64(1 + i%500), Stated: i%3 == 0, At: at}
+		if !r.Stated {
+			r.Since = at.Add(-time.Duration(i%3600) * time.Second) // how long a measured limit had stood
+		}
+		m.Remember(fmt.Sprintf("host-%07d.example.com", i), r)
 	}
 	if err := m.Close(); err != nil {
 		b.Fatal(err)

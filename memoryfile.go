@@ -42,7 +42,7 @@ const memoryMaxLine = 4096
 // place, so that a crash never leaves half a file. It is bounded: it keeps
 // the most recently learnt entries, at most [MemoryEntries] of them and
 // [MemoryBytes] of file (1,000,000 entries, and 100 MB, by default: about
-// 50 bytes an entry, read in well under 2 seconds; see the figures in
+// 60 bytes an entry, read in well under 2 seconds; see the figures in
 // docs/memory.md), and drops what is no longer trusted ([MemoryMaxAge]) once no
 // pause holds it. A FileMemory is safe for concurrent use, and may serve
 // several Transports of one process; two processes should not share one

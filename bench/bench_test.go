@@ -207,6 +207,50 @@ func TestSpreadTakesTurns(t *testing.T) {
 	assert.Equal(t, [3]int{3, 3, 3}, counts)
 }
 
+// joinSpread takes turns among the processes there from the start until
+// the join, then builds the one that joins, once, and takes turns among
+// all; counting counts that one's attempts and refusals.
+func TestJoinSpreadTakesTurnsFromTheJoin(t *testing.T) {
+	var counts [3]int
+	rts := make([]http.RoundTripper, 2)
+	for i := range rts {
+		rts[i] = roundTripper(func(*http.Request) (*http.Response, error) {
+			counts[i]++
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		})
+	}
+	joined := &joinCount{At: time.Hour}
+	builds := 0
+	refuse := roundTripper(func(*http.Request) (*http.Response, error) {
+		counts[2]++
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Body: http.NoBody}, nil
+	})
+	s := &joinSpread{rts: rts, at: time.Now().Add(time.Hour), join: func() http.RoundTripper {
+		builds++
+		return &counting{next: refuse, c: joined}
+	}}
+	send := func(n int) {
+		for range n {
+			req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+			_, err := s.RoundTrip(req)
+			require.NoError(t, err)
+		}
+	}
+	send(4)
+	assert.Equal(t, [3]int{2, 2, 0}, counts, "before the join")
+	assert.Zero(t, builds)
+	s.at = time.Now()
+	send(9)
+	assert.Equal(t, [3]int{5, 5, 3}, counts, "after it, in turn")
+	assert.Equal(t, 1, builds)
+	assert.Equal(t, int64(3), joined.Attempts.Load())
+	assert.Equal(t, int64(3), joined.Refused.Load())
+	assert.Equal(t, "joined at 1h0m0s: 3 of 3 refused (fleet: 0 of 0)", firstSecondNote(result{Joined: joined}))
+	joined.At = timelineBin
+	assert.Equal(t, "joined at 250ms: 3 of 3 refused (fleet: 4 of 10)",
+		firstSecondNote(result{Joined: joined, Timeline: []bin{{OK: 9, Refused: 1}, {OK: 5, Refused: 3}, {OK: 1, Refused: 1}}}))
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

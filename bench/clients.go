@@ -27,6 +27,9 @@ type client struct {
 	// FileMemory), or clientConfig.namespace (the fleet's Redis). See
 	// run.
 	learn float64
+	// join makes the last process of a fleet client join half-way
+	// through the run (clientConfig.joined); see buildFleetJoining.
+	join bool
 }
 
 // clientConfig is what a client may know of a run. Only the oracle looks.
@@ -41,6 +44,7 @@ type clientConfig struct {
 	share     float64            // the part of the limit the oracle paces at; 0 or 1: all of it
 	memory    *polite.FileMemory // what the process before left, for a client that learns (client.learn)
 	namespace string             // the fleet's namespace, for a fleet client that learns; "" for a fresh one
+	joined    *joinCount         // what the process that joins the fleet half-way counts (client.join); nil if none
 }
 
 // clients returns every client, in the order the table lists them.

@@ -62,6 +62,10 @@ func fleetClients() []client {
 		{name: "polite-fleet-memory", learn: 1, build: func(tr http.RoundTripper, cfg clientConfig) *http.Client {
 			return buildFleetRemembering(tr, cfg, nil, true)
 		}},
+		// The last process of the fleet joins half-way through the run,
+		// when the others have learnt the limit; the note says what it
+		// sent and had refused.
+		{name: "polite-fleet-join", join: true, build: buildFleetJoining},
 		// Told the limit, with a burst of 10; with -share below 1, told
 		// that part of it with a burst of 1: how a fleet that knew the
 		// server fares (the burst-1 server: 0.89 of L with 1.2% refused
@@ -94,34 +98,111 @@ func buildFleetRemembering(tr http.RoundTripper, cfg clientConfig, fopts []fleet
 	}
 	rts := make([]http.RoundTripper, cfg.fleet)
 	for i := range rts {
-		rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
-		cfg.cleanup(func() { _ = rdb.Close() })
-		f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
-		cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
-		popts := append([]polite.Option{polite.WithFleet(f)}, opts...)
-		var traced func(*polite.Transport)
-		if cfg.trace {
-			var opt polite.Option
-			opt, traced = traceHooks(fmt.Sprintf("p%d", i), cfg.origin)
-			popts = append(popts, opt)
-		}
-		if remember {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			mem, err := f.Memory(ctx)
-			cancel()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			}
-			cfg.cleanup(func() { _ = mem.Close() }) // written to Redis before its fleet closes
-			popts = append(popts, polite.WithMemory(mem), polite.WithKey(hostname))
-		}
-		t := polite.New(tr, popts...)
-		if traced != nil {
-			traced(t)
-		}
-		rts[i] = t
+		rts[i] = fleetProcess(i, ns, tr, cfg, fopts, remember, opts...)
 	}
 	return &http.Client{Transport: &spread{rts: rts}}
+}
+
+// buildFleetJoining returns a fleet of N polite Transports with the
+// defaults, N−1 of them from the start and the last built when the first
+// request after cfg.joined.At comes (as a process that joins a fleet that
+// has learnt the limit), the run's requests spread over those there in
+// turn; the one that joins counts its attempts and refusals in cfg.joined.
+func buildFleetJoining(tr http.RoundTripper, cfg clientConfig) *http.Client {
+	ns := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	rts := make([]http.RoundTripper, max(cfg.fleet-1, 1))
+	for i := range rts {
+		rts[i] = fleetProcess(i, ns, tr, cfg, nil, false)
+	}
+	return &http.Client{Transport: &joinSpread{rts: rts, at: cfg.origin.Add(cfg.joined.At), join: func() http.RoundTripper {
+		return fleetProcess(len(rts), ns, &counting{next: tr, c: cfg.joined}, cfg, nil, false)
+	}}}
+}
+
+// fleetProcess returns process i of a fleet in namespace ns, sending
+// through tr: a polite Transport with its own Redis client and Fleet (see
+// buildFleetRemembering).
+func fleetProcess(i int, ns string, tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, remember bool, opts ...polite.Option) http.RoundTripper {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
+	cfg.cleanup(func() { _ = rdb.Close() })
+	f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
+	cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
+	popts := append([]polite.Option{polite.WithFleet(f)}, opts...)
+	var traced func(*polite.Transport)
+	if cfg.trace {
+		var opt polite.Option
+		opt, traced = traceHooks(fmt.Sprintf("p%d", i), cfg.origin)
+		popts = append(popts, opt)
+	}
+	if remember {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		mem, err := f.Memory(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+		cfg.cleanup(func() { _ = mem.Close() }) // written to Redis before its fleet closes
+		popts = append(popts, polite.WithMemory(mem), polite.WithKey(hostname))
+	}
+	t := polite.New(tr, popts...)
+	if traced != nil {
+		traced(t)
+	}
+	return t
+}
+
+// joinSpread sends each request through the next of a fleet's processes in
+// turn: those of rts from the start, and from at on the one join builds,
+// when the first request after at comes, too.
+type joinSpread struct {
+	rts    []http.RoundTripper
+	at     time.Time
+	join   func() http.RoundTripper
+	once   sync.Once
+	joined http.RoundTripper
+	next   atomic.Uint64
+}
+
+func (s *joinSpread) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := uint64(len(s.rts))
+	if time.Now().Before(s.at) {
+		return s.rts[s.next.Add(1)%n].RoundTrip(req)
+	}
+	s.once.Do(func() { s.joined = s.join() })
+	if i := s.next.Add(1) % (n + 1); i < n {
+		return s.rts[i].RoundTrip(req)
+	}
+	return s.joined.RoundTrip(req)
+}
+
+// joinCount is what the process that joins a fleet half-way sent to the
+// server and had refused (429, 503, 403), from its first request on.
+type joinCount struct {
+	At                time.Duration // when it joined, after the run's start
+	Attempts, Refused atomic.Int64
+}
+
+// MarshalJSON encodes c as the report's JSON shows it.
+func (c *joinCount) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"at_ns":%d,"attempts":%d,"refused":%d}`, int64(c.At), c.Attempts.Load(), c.Refused.Load()), nil
+}
+
+// counting counts the attempts it sends and the refusals they get in c.
+type counting struct {
+	next http.RoundTripper
+	c    *joinCount
+}
+
+func (t *counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.Attempts.Add(1)
+	resp, err := t.next.RoundTrip(req)
+	if err == nil {
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden:
+			t.c.Refused.Add(1)
+		}
+	}
+	return resp, err
 }
 
 // spread sends each request through the next of its RoundTrippers in

@@ -56,6 +56,10 @@ type result struct {
 	// client that restarts with memory (client.learn); 0 for others.
 	FirstSecond float64 `json:"first_second,omitempty"`
 
+	// Joined is what the process that joined a fleet half-way sent and
+	// had refused, for polite-fleet-join; nil for others.
+	Joined *joinCount `json:"joined,omitempty"`
+
 	// Skipped says why the pair was not run, Err why it failed.
 	Skipped string `json:"skipped,omitempty"`
 	Err     string `json:"error,omitempty"`

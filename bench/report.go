@@ -208,9 +208,18 @@ func steadyServers(srvs []server, limit float64) map[string]bool {
 }
 
 // firstSecondNote returns the note of a client that restarts with memory:
-// the utilization of its first second.
+// the utilization of its first second; and of one that joins a fleet:
+// what the process that joined sent, and had refused.
 func firstSecondNote(r result) string {
-	if r.FirstSecond == 0 {
+	switch {
+	case r.Joined != nil:
+		j := r.Joined
+		ok, refused := 0, 0
+		for _, b := range r.Timeline[min(int(j.At/timelineBin), len(r.Timeline)):] {
+			ok, refused = ok+b.OK, refused+b.Refused
+		}
+		return fmt.Sprintf("joined at %v: %d of %d refused (fleet: %d of %d)", j.At, j.Refused.Load(), j.Attempts.Load(), refused, ok+refused)
+	case r.FirstSecond == 0:
 		return ""
 	}
 	return fmt.Sprintf("first second %.2f", r.FirstSecond)

@@ -55,7 +55,11 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	stats, err := runClient(c, inst, prof, cfg, mem)
+	var joined *joinCount
+	if c.join {
+		joined = &joinCount{At: cfg.duration / 2}
+	}
+	stats, err := runClient(c, inst, prof, cfg, mem, joined)
 	arrivals, stopErr := inst.stop()
 	if err := errors.Join(err, stopErr); err != nil {
 		return result{}, err
@@ -64,6 +68,7 @@ func run(s server, c client, cfg runConfig) (result, error) {
 	if c.learn > 0 {
 		r.FirstSecond = firstSecond(r, prof, cfg.duration)
 	}
+	r.Joined = joined
 	return r, nil
 }
 
@@ -75,7 +80,7 @@ type memoryConfig struct {
 
 // runClient builds c for a run against inst and runs its workers, closing
 // what the client registered (its fleet, its memories) at the end.
-func runClient(c client, inst *instance, prof profile, cfg runConfig, mem memoryConfig) ([]workerStats, error) {
+func runClient(c client, inst *instance, prof profile, cfg runConfig, mem memoryConfig, joined *joinCount) ([]workerStats, error) {
 	tr := newTransport(cfg.workers)
 	var closers []func()
 	defer func() {
@@ -84,7 +89,7 @@ func runClient(c client, inst *instance, prof profile, cfg runConfig, mem memory
 		}
 	}()
 	hc := c.build(tr, clientConfig{profile: prof, origin: inst.origin, duration: cfg.duration, trace: cfg.trace,
-		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, memory: mem.file, namespace: mem.namespace,
+		fleet: cfg.fleet, redis: cfg.redis, share: cfg.share, memory: mem.file, namespace: mem.namespace, joined: joined,
 		cleanup: func(f func()) { closers = append(closers, f) }})
 	return drive(hc, tr, inst, cfg)
 }
@@ -123,7 +128,7 @@ func learn(s server, c client, cfg runConfig) (memoryConfig, error) {
 		before.Close()
 		return memoryConfig{}, err
 	}
-	_, err = runClient(c, inst, prof, learning, mem)
+	_, err = runClient(c, inst, prof, learning, mem, nil)
 	_, stopErr := inst.stop()
 	if err := errors.Join(err, stopErr, before.Close()); err != nil {
 		return memoryConfig{}, err

@@ -50,6 +50,7 @@ type limitServer struct {
 	paused   time.Time    // when it answered the pausing 429
 	down     [2]time.Time // when Redis was stopped and started again, if it was
 	killed   time.Time    // when a process was killed, if one was
+	joined   time.Time    // when the process that joins late started, if one did
 	n        atomic.Int64
 }
 
@@ -206,7 +207,9 @@ func (s *limitServer) maxIn(w time.Duration) int {
 // ended.
 type childReport struct {
 	Calls, OK, Refused, Errors int
-	FirstError                 string `json:",omitempty"`
+	FirstError                 string        `json:",omitempty"`
+	RefusedAt                  []int64       `json:",omitempty"` // when its first 100 refusals came, in ms after it started
+	Each                       []childReport `json:"-"`          // of a run's total: each process's, in order
 }
 
 // fleetRun is one multi-process run.
@@ -226,6 +229,7 @@ type fleetRun struct {
 	steady         time.Duration    // reportRun also reports the run from this long after its start
 	status         int              // the server answers every request with this status, if set
 	budget         int              // the processes retry, from a budget of this capacity they share, if set
+	join           time.Duration    // the last process starts this long after the others, and runs until they end, if set
 }
 
 // run starts a server and a Redis, then the processes, and returns the
@@ -245,6 +249,14 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 	var cmds []*exec.Cmd
 	var outs []*bufio.Scanner
 	for i := range fr.procs {
+		length := fr.length
+		if fr.join > 0 && i == fr.procs-1 {
+			time.Sleep(fr.join) // the others run meanwhile: real time
+			length -= fr.join
+			srv.mu.Lock()
+			srv.joined = time.Now()
+			srv.mu.Unlock()
+		}
 		cmd := exec.Command(os.Args[0]) // TestMain runs it as a process of the fleet
 		cmd.Env = append(os.Environ(),
 			"POLITE_FLEET_CHILD=1",
@@ -256,7 +268,7 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 			"POLITE_FLEET_SIZE="+strconv.Itoa(fr.procs),
 			"POLITE_FLEET_SHARED="+strconv.FormatBool(fr.shared),
 			fmt.Sprintf("POLITE_FLEET_WINDOW=%d/%v", fr.window.N, fr.window.Per),
-			"POLITE_FLEET_LENGTH="+fr.length.String(),
+			"POLITE_FLEET_LENGTH="+length.String(),
 			"POLITE_FLEET_BUDGET="+strconv.Itoa(fr.budget))
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
@@ -294,6 +306,7 @@ func (fr fleetRun) run(t testing.TB) (*limitServer, childReport, int64) {
 				var r childReport
 				require.NoError(t, json.Unmarshal([]byte(rest), &r))
 				total.Calls, total.OK, total.Refused, total.Errors = total.Calls+r.Calls, total.OK+r.OK, total.Refused+r.Refused, total.Errors+r.Errors
+				total.Each = append(total.Each, r)
 				got = true
 				if total.FirstError == "" {
 					total.FirstError = r.FirstError
@@ -370,7 +383,8 @@ func fleetChild() {
 	var report childReport
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	stop := time.Now().Add(length)
+	started := time.Now()
+	stop := started.Add(length)
 	for range workers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
@@ -386,6 +400,9 @@ func fleetChild() {
 					}
 				case resp.StatusCode == http.StatusTooManyRequests:
 					report.Refused++
+					if len(report.RefusedAt) < 100 {
+						report.RefusedAt = append(report.RefusedAt, time.Since(started).Milliseconds())
+					}
 				default:
 					report.OK++
 				}
@@ -659,6 +676,37 @@ func TestFleetLearnsTheLimitTogether(t *testing.T) {
 			assert.Zero(t, rep.Errors, rep.FirstError)
 		})
 	}
+}
+
+// A process that joins a fleet that has learnt the limit starts from what
+// the fleet knows: three processes with the defaults learn it from
+// throttles (no rate configured, the shared controller), and a fourth
+// joins 8 s in, for the last 8 s. It pays no cold start: nothing refused in
+// its first 2 s (a process that started alone would find the limit from
+// its first contact, refused then), it gets its share of the limit, and
+// it is refused at most what falls to it of the fleet's probes of the
+// limit (a probe is refused once or twice, and the fleet probes a limit
+// that stands ever less often: about 2, 6, 13 and 25 s in).
+func TestAProcessJoiningAFleetStartsFromWhatItKnows(t *testing.T) {
+	fr := fleetRun{procs: 4, workers: 4, limit: 100, length: 16 * time.Second, join: 8 * time.Second, shared: true}
+	srv, rep, _ := fr.run(t)
+	require.Len(t, rep.Each, 4)
+	joiner := rep.Each[3]
+	srv.mu.Lock()
+	joined := srv.joined
+	srv.mu.Unlock()
+	ok, refused := srv.counts(joined, time.Now().Add(time.Hour))
+	joinedFor := (fr.length - fr.join).Seconds()
+	t.Logf("the process that joined: %d calls, %d refused (at %v ms); the fleet from the join: %d accepted (%.2f of L), %d refused; accepted per second %v, refused %v",
+		joiner.Calls, joiner.Refused, joiner.RefusedAt, ok, float64(ok)/(joinedFor*fr.limit), refused, srv.perSecond(), srv.bySecond(true))
+	for _, ms := range joiner.RefusedAt {
+		assert.GreaterOrEqual(t, ms, int64(2000), "the process that joined: refused in its first 2 s")
+	}
+	assert.LessOrEqual(t, joiner.Refused, 2, "the process that joined: a probe's refusals at most")
+	assert.GreaterOrEqual(t, joiner.OK, int(0.5*fr.limit*joinedFor/4), "its share: a quarter of L, half of it at least")
+	assert.LessOrEqual(t, refused, 4, "the fleet, from the join: a probe's refusals at most")
+	assert.GreaterOrEqual(t, float64(ok), 0.9*fr.limit*joinedFor, "the fleet, from the join: the limit still used")
+	assert.Zero(t, rep.Errors, rep.FirstError)
 }
 
 // Four processes configured with no rate, sharing one controller, against

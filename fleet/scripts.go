@@ -78,16 +78,25 @@ end
 -- after a limit the climb just measured (fr), and after a limit that stood
 -- dropped to less than half at dr (µs; nil if none), 15% of the time since
 -- the drop, three quarters of a second at least, until that is the usual
--- four seconds: a limit that dropped may come back. A limiter that locked
--- the fleet out (lk) holds for 8 seconds: each probe that crosses it
--- costs the sends in flight and the halvings after (3 or 4 refused).
-local function holdFor(now, fd, fr, dr, lk)
+-- four seconds: a limit that dropped may come back. Otherwise, as long as
+-- the limit had stood when the curve began (cv, or ev; since wf, when an
+-- event found it more than 5% from the one before: a probe that finds it
+-- where it was confirms it), four seconds at least and 30 at most, as
+-- Gentle's: a limit the probes keep confirming is probed ever less often.
+-- A limiter that locked the fleet out (lk) holds for 8 seconds at least:
+-- each probe that crosses it costs the sends in flight and the halvings
+-- after (3 or 4 refused).
+local function holdFor(now, fd, fr, dr, lk, cv, wf)
   if fd == '1' then return 0 end
   if fr == '1' then return 1000000 end
   dr = tonumber(dr)
   if dr and now - dr < 4000000 / 0.15 then return math.max(750000, 0.15 * (now - dr)) end
-  if lk == '1' then return 8000000 end
-  return 4000000
+  local least = 4000000
+  if lk == '1' then least = 8000000 end
+  local stood = 0
+  cv, wf = tonumber(cv), tonumber(wf)
+  if cv and wf then stood = cv - wf end
+  return math.min(math.max(least, stood), 30000000)
 end
 local function recent(now, k)
   local rb = tonumber(redis.call('HGET', KEYS[1], 'rb'))
@@ -149,7 +158,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk', 'wf')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -258,7 +267,7 @@ if adaptive == 1 then
     local below = 0.99
     if st[20] == '1' then below = lockedBelow end
     rate = below * W
-    local hold = holdFor(now, st[6], st[11], st[14], st[20])
+    local hold = holdFor(now, st[6], st[11], st[14], st[20], st[9] or st[4], st[21])
     local t = ((tonumber(st[18]) or now) - (tonumber(st[9]) or tonumber(st[4])) - hold) / 1000000
     if t > 0 then
       if hold == 0 then
@@ -450,10 +459,11 @@ return pause - now
 // gives a floor (the successes over at least a second), from which the
 // rate probes at once; an event while the rate probes (or while the limit is being
 // found) can only raise W; one while it holds lowers W, at most 4 times.
-// The rate (in reserveScript) holds at 0.99·W for 4 seconds from
-// the last event or halving (after a limit that stood dropped to less
-// than half, for 15% of the time since the drop, as Gentle's: see
-// holdFor), then doubles every second, or every half second while
+// The rate (in reserveScript) holds at 0.99·W from the last event or
+// halving for as long as W had stood then, 4 seconds at least and 30 at
+// most (after a limit that stood dropped to less than half, for 15% of
+// the time since the drop; as Gentle's: see holdFor), then doubles every
+// second, or every half second while
 // finding (Gentle's doubles every quarter second, at most: a fleet's
 // successes are told late, with each process's next booking, and its
 // throttles a round trip late, by which time a climb twice as fast had
@@ -468,7 +478,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local f = function(x) return string.format('%.17g', x) end
 local st = redis.call('HMGET', KEYS[1], 'W', 'ev', 'acc', 'gen', 'fd', 'fl', 'sp', 'lei', 'fr', 'dr', 'ep', 'cv', 'fz',
-  'tat', 'pause', 'bk', 'qe', 'lg', 'lk', 'f0')
+  'tat', 'pause', 'bk', 'qe', 'lg', 'lk', 'f0', 'wf')
 local gen = tonumber(st[4]) or 0
 local sent = tonumber(ARGV[1])
 local ep = tonumber(st[11])
@@ -547,7 +557,7 @@ if booked and lei and now > start then
   measured = math.max(booked - ahead, 0) * acc / (acc + rf) / math.max((now - start) / 1000000, 0.001)
 end
 local fl = st[6] == '1'
-local hold = holdFor(now, st[5], st[9], st[10], st[19]) / 1000000
+local hold = holdFor(now, st[5], st[9], st[10], st[19], st[12] or st[2], st[21]) / 1000000
 -- Whether the rate probes: past its hold since the curve began (the
 -- event, or the end of the halvings after it).
 local curve = (now - (tonumber(st[12]) or ev)) / 1000000
@@ -610,6 +620,9 @@ else
   end
 end
 if W < 0.5 then W = 0.5 end
+-- A limit found anew (more than 5% from the one before) has stood since
+-- now; one a probe confirmed stands on (see holdFor).
+if (not prev) or math.abs(W - prev) > 0.05 * prev or not st[21] then redis.call('HSET', KEYS[1], 'wf', string.format('%.0f', now)) end
 local fd = (not prev) or fl or W > 1.05 * prev
 -- The climb from a floor, or a finding, ends here: its measure is fresh.
 local fr = (not fd) and (st[5] == '1' or st[6] == '1')

@@ -400,7 +400,12 @@ func (ks *keyState) startLocked(now time.Time) bool {
 	case ok && ks.limiter == nil:
 		ks.limit, ks.burst = rate.Limit(r), gentleInitial
 		ks.limiter = rate.NewLimiter(ks.limit, gentleInitial)
-		ks.limiter.AllowN(now, 1) // the call already out, unpaced
+		if ks.gentle.unpaced.Load() > 0 {
+			// A call already out, unpaced. (The call that makes the bucket
+			// may be the first: another that holds the state, not yet
+			// admitted, made it count more than one.)
+			ks.limiter.AllowN(now, 1)
+		}
 		ks.starting.Store(true)
 	case ok:
 		ks.setRateLocked(now, rate.Limit(r), gentleInitial)
@@ -447,6 +452,10 @@ func (c *call) admitOn(ks *keyState, mode AdaptiveMode) error {
 		// pacing of its first contact.
 		if mode != AdaptiveDefault || ceiling != rate.Inf || ks.calls.Load() <= 1 || !ks.startLocked(time.Now()) {
 			ks.mu.Unlock()
+			if mode == AdaptiveDefault && ceiling == rate.Inf {
+				ks.gentle.unpaced.Add(1) // out, for a bucket made meanwhile to count (see startLocked)
+				c.unpaced = ks
+			}
 			return nil // nothing to wait for, and no need to read the clock
 		}
 	}

@@ -202,6 +202,10 @@ type Gentle struct {
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
+	// unpaced counts the key's attempts admitted before any bucket paced
+	// its first contact, still out (see call.admitOn, keyState.startLocked);
+	// it is not guarded by mu. (Here, where the fields above leave room.)
+	unpaced atomic.Int32
 
 	responses meter // all responses
 }
@@ -453,15 +457,15 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 // still), over that time. It requires g.mu held.
 func (g *Gentle) probed(n int64, span, measured float64) float64 {
 	probe := min(max(nanosToSeconds(n-g.ramp)-g.hold(n), 0), span)
-	held := span - probe
-	if held <= gentleWait {
+	holding := span - probe // seconds
+	if holding <= gentleWait {
 		return measured
 	}
 	before := g.accepted // in the hold: every success, if the probe had none
 	if g.held >= 0 {
 		before = g.held
 	}
-	counted := float64(g.accepted-before) + float64(before)*gentleWait/held
+	counted := float64(g.accepted-before) + float64(before)*gentleWait/holding
 	return counted / (probe + gentleWait)
 }
 

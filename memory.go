@@ -256,6 +256,15 @@ func (c *call) remember(ks *keyState, now time.Time) {
 	}
 	x := ks.extraLocked()
 	told := *x.toldLocked()
+	if !stated && limit > 0 && limit < told.limit && float64(stood) < 2*gentleWait {
+		// Lower than the limit told, and it has not stood two holds yet:
+		// a probe's crossing of a limiter that counts refusals (HAProxy)
+		// locks the client out for a moment, the limit measured then is
+		// 0.7-0.9 of the server's, and the next probe settles it; a process
+		// restarted from that started at 0.72 of HAProxy's limit. A limit
+		// that dropped is told once it stands.
+		limit = 0
+	}
 	// A limit that has stood twice as long as when it was last told is
 	// told again, until it has stood as long as a hold lasts at most: a
 	// Transport made later probes it as seldom as this one would.

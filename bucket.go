@@ -400,10 +400,11 @@ func (ks *keyState) startLocked(now time.Time) bool {
 	case ok && ks.limiter == nil:
 		ks.limit, ks.burst = rate.Limit(r), gentleInitial
 		ks.limiter = rate.NewLimiter(ks.limit, gentleInitial)
-		if ks.gentle.unpaced.Load() > 0 {
-			// A call already out, unpaced. (The call that makes the bucket
-			// may be the first: another that holds the state, not yet
-			// admitted, made it count more than one.)
+		if ks.gentle.admitted.Load() {
+			// A call already out, unpaced. (Unless none was admitted yet:
+			// the call that makes the bucket is the first, and another
+			// that holds the state, not yet admitted, made it count more
+			// than one.)
 			ks.limiter.AllowN(now, 1)
 		}
 		ks.starting.Store(true)
@@ -452,9 +453,8 @@ func (c *call) admitOn(ks *keyState, mode AdaptiveMode) error {
 		// pacing of its first contact.
 		if mode != AdaptiveDefault || ceiling != rate.Inf || ks.calls.Load() <= 1 || !ks.startLocked(time.Now()) {
 			ks.mu.Unlock()
-			if mode == AdaptiveDefault && ceiling == rate.Inf {
-				ks.gentle.unpaced.Add(1) // out, for a bucket made meanwhile to count (see startLocked)
-				c.unpaced = ks
+			if mode == AdaptiveDefault && ceiling == rate.Inf && !ks.gentle.admitted.Load() {
+				ks.gentle.admitted.Store(true) // once: a load on every call after (see startLocked)
 			}
 			return nil // nothing to wait for, and no need to read the clock
 		}

@@ -22,7 +22,6 @@ type call struct {
 	ctx         context.Context
 	key         string
 	ks          *keyState        // the key's state, once it has one
-	unpaced     *keyState        // the key whose Gentle.unpaced counts the attempt, from its admission to its answer
 	shard       *shard[keyState] // the key's registry shard, once looked up
 	rotated     int64            // its last rotation when ks was found
 	quota       *serverQuota     // the server quota the attempt in flight counts against, if any
@@ -59,15 +58,6 @@ func (c *call) hold() *costHold {
 	return c.cost.hold
 }
 
-// answeredUnpaced ends the count of the call's attempt as out unpaced
-// (see admitOn), if it was counted: it was answered, or never sent.
-func (c *call) answeredUnpaced() {
-	if ks := c.unpaced; ks != nil {
-		ks.gentle.unpaced.Add(-1)
-		c.unpaced = nil
-	}
-}
-
 // failure is what makes an attempt worth retrying.
 type failure struct {
 	timeout       bool          // a transport timeout: the retry costs more
@@ -98,7 +88,6 @@ func (c *call) run() (*http.Response, error) {
 				h.cs.retract(h)
 				c.cost.hold = nil
 			}
-			c.answeredUnpaced()
 			closeRequestBody(send)
 			t.budget.Refund(c.held) // the retry was never sent
 			return nil, err
@@ -120,7 +109,6 @@ func (c *call) run() (*http.Response, error) {
 		}
 		c.body = nil // next closes it, whatever happens
 		resp, err := t.next.RoundTrip(send)
-		c.answeredUnpaced()
 		c.releaseSlotAfter(resp)
 		switch {
 		case err != nil && resp != nil: // next broke its contract; keep the error

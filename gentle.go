@@ -202,10 +202,10 @@ type Gentle struct {
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
-	// unpaced counts the key's attempts admitted before any bucket paced
-	// its first contact, still out (see call.admitOn, keyState.startLocked);
-	// it is not guarded by mu. (Here, where the fields above leave room.)
-	unpaced atomic.Int32
+	// admitted reports that a call of the key was admitted unpaced, with
+	// no bucket (see call.admitOn, keyState.startLocked); it is not
+	// guarded by mu. (Here, where the fields above leave room.)
+	admitted atomic.Bool
 
 	responses meter // all responses
 }

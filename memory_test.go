@@ -181,11 +181,19 @@ func TestMemoryKeepsAPause(t *testing.T) {
 	})
 }
 
-// mapMemory is a Memory in a map, which counts what it is told.
+// mapMemory is a Memory in a map, which counts what it is told, and
+// keeps each telling with when it came.
 type mapMemory struct {
-	mu    sync.Mutex
-	known map[string]polite.Remembered
-	told  int
+	mu       sync.Mutex
+	known    map[string]polite.Remembered
+	told     int
+	tellings []telling
+}
+
+// telling is one Remember a mapMemory was told.
+type telling struct {
+	at time.Time
+	r  polite.Remembered
 }
 
 func (m *mapMemory) Recall(key string) (polite.Remembered, bool) {
@@ -203,6 +211,7 @@ func (m *mapMemory) Remember(key string, r polite.Remembered) {
 	}
 	m.known[key] = r
 	m.told++
+	m.tellings = append(m.tellings, telling{time.Now(), r})
 }
 
 // A record that makes no sense is not trusted: a limit that is no
@@ -541,5 +550,39 @@ func TestMemoryRestoresAStatedQuota(t *testing.T) {
 		for k := range rt.Keys() {
 			assert.Equal(t, 10.0, k.Limit)
 		}
+	})
+}
+
+// A limit lower than the one told is told once it has stood two holds
+// (8 s), not at the probe that first settles it: a limiter that counts
+// refusals (HAProxy) locks the client out for a moment after a probe's
+// crossing, and a process restarted from the limit measured then started
+// at 0.72 of the server's. A limit that dropped for good is told once it
+// stands. Here the server's limit drops from 100 to 50 at 10 s.
+func TestMemoryToldALowerLimitOnceItStands(t *testing.T) {
+	sc := scenario{name: "throttled", limiter: func() limiter { return &throttledGCRA{maxBurst: 9} },
+		schedule: []step{{0, qualityLimit}, {10 * time.Second, qualityLimit / 2}}, length: 30 * time.Second}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		mem := &mapMemory{}
+		srv := sc.server(start, sc.schedule, 1)
+		sc.drive(t, polite.New(srv, polite.WithSeed(1), polite.WithMemory(mem)), start)
+		mem.mu.Lock()
+		defer mem.mu.Unlock()
+		require.NotEmpty(t, mem.tellings)
+		first := -1
+		for i, tl := range mem.tellings {
+			at := tl.at.Sub(start)
+			t.Logf("%v: %.1f", at.Round(100*time.Millisecond), tl.r.Limit)
+			if tl.r.Limit < 0.8*qualityLimit && first < 0 {
+				first = i
+			}
+			if at < 10*time.Second {
+				assert.InDelta(t, qualityLimit, tl.r.Limit, 0.1*qualityLimit, "before the drop")
+			}
+		}
+		require.GreaterOrEqual(t, first, 0, "the lower limit told, once it stood")
+		assert.GreaterOrEqual(t, mem.tellings[first].at.Sub(start), 17*time.Second, "not before it stood 8 s")
+		assert.InDelta(t, qualityLimit/2, mem.tellings[first].r.Limit, 0.15*qualityLimit/2)
 	})
 }

@@ -115,7 +115,7 @@ func buildFleetJoining(tr http.RoundTripper, cfg clientConfig) *http.Client {
 		rts[i] = fleetProcess(i, ns, tr, cfg, nil, false)
 	}
 	return &http.Client{Transport: &joinSpread{rts: rts, at: cfg.origin.Add(cfg.joined.At), join: func() http.RoundTripper {
-		return fleetProcess(len(rts), ns, &counting{next: tr, c: cfg.joined}, cfg, nil, false)
+		return fleetProcess(len(rts), ns, &counting{next: tr, c: cfg.joined, cfg: cfg}, cfg, nil, false)
 	}}}
 }
 
@@ -176,7 +176,8 @@ func (s *joinSpread) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // joinCount is what the process that joins a fleet half-way sent to the
-// server and had refused (429, 503, 403), from its first request on.
+// server and had refused (429, 503, 403; not an outage's 503s, as the
+// server's counts), from its first request on.
 type joinCount struct {
 	At                time.Duration // when it joined, after the run's start
 	Attempts, Refused atomic.Int64
@@ -187,18 +188,25 @@ func (c *joinCount) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"at_ns":%d,"attempts":%d,"refused":%d}`, int64(c.At), c.Attempts.Load(), c.Refused.Load()), nil
 }
 
-// counting counts the attempts it sends and the refusals they get in c.
+// counting counts the attempts it sends and the refusals they get in c;
+// cfg tells an outage's 503s, which are failures, not refusals.
 type counting struct {
 	next http.RoundTripper
 	c    *joinCount
+	cfg  clientConfig
 }
 
 func (t *counting) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.c.Attempts.Add(1)
+	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil {
 		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden:
+		case http.StatusServiceUnavailable:
+			if !t.cfg.profile.downAt(sent.Sub(t.cfg.origin), t.cfg.duration) {
+				t.c.Refused.Add(1)
+			}
+		case http.StatusTooManyRequests, http.StatusForbidden:
 			t.c.Refused.Add(1)
 		}
 	}

@@ -15,6 +15,9 @@ const (
 	gentleShortWait = 0.75        // seconds held before a probe, at least, after a drop
 	gentleShorten   = 0.15        // after a drop, the hold is this share of the time since, until it is gentleWait
 	gentleDrop      = 0.5         // an event that lowers an estimate that stood below this share of it is a drop
+	gentleVerify    = 1.0         // seconds held before the probe that verifies a limit just found, and the last of the hold it counts
+	gentleAfter     = 0.85        // an aftershock of a crossing lowers the estimate by this share at most
+	gentleBursty    = 0.5         // seconds: a server that lets through this long of its limit at once is not verified
 	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
 	gentleRisen     = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
 	gentleCooldown  = time.Second // throttles this soon after an event belong to it, when the sending is unknown
@@ -107,7 +110,18 @@ const (
 // throttle it probes: the hold is as long as W has stood (since an event
 // found it more than 5% from the estimate before; a probe that finds it
 // where it was confirms it), 4 seconds at least and 30 at most, so that a
-// limit the probes keep confirming is probed ever less often. The probe
+// limit the probes keep confirming is probed ever less often. A limit
+// just found is verified sooner: the first probe after it comes after a
+// second, and measures over the probe and that second only (a limit found
+// while a refusal's Retry-After held most callers is found low, and a
+// probe after a long hold moves it by a percent or two), unless the
+// server has refused twice in a row after an event before any success
+// (a server that counts refusals, as HAProxy, locks out a client that
+// probes again so soon), or its first refusal came after a burst of half
+// a second of its limit or more (the probe would measure the burst). A refusal right after a probe's crossing, before a round
+// of 8 requests has passed, is an aftershock of it (the server overdrawn,
+// met on the jitter of the requests): it lowers W by 15% at most, however
+// little the few requests since measured, and W is verified again. The probe
 // doubles the rate every second until the next event, which
 // measures the limit again; a probe that gets 10% above W without a
 // throttle has found the limit risen, and doubles every quarter of a
@@ -194,13 +208,15 @@ type Gentle struct {
 	accepted int32     // successes of requests sent since the last event
 	held     int32     // of them, those that came before the probe after the event began; -1 until it does
 	second   [5]uint16 // successes in each of the last five quarter seconds
-	spent    int16     // refusals of requests sent since the last event, before any success
+	spent    int8      // refusals of requests sent since the last event, before any success (16 at most)
 	sampled  uint8     // round trips in the round in progress
 	enabled  bool      // an event has come
 	floor    bool      // W is only a floor
 	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
+	crossed  bool      // the last event ended a probe after a hold, or found the limit where the server is not wary: the server was just overdrawn
+	wary     bool      // a probe soon after a crossing would cost: the server counts refusals, or its burst is much of its limit (see verifies)
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
 	// admitted reports that a call of the key was admitted unpaced, with
 	// no bucket (see call.admitOn, keyState.startLocked); it is not
@@ -341,6 +357,9 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 					g.frozen = n
 				}
 				g.spent = min(g.spent+1, 16)
+				if g.spent >= 2 {
+					g.wary = true // refused twice in a row: the server counts refusals
+				}
 				if sent != noSend {
 					g.phase.Store(phase + 2)
 				}
@@ -389,6 +408,7 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	// that counts refusals locks the client out for a while), and the
 	// next probe tells whether the limit moved.
 	settles := g.enabled && (g.floor || nanosToSeconds(n-g.ramp) > g.hold(n))
+	probing := settles && !g.floor && !g.finding // a probe after a hold
 	measured := float64(g.accepted) / math.Max(span, 1e-3)
 	switch {
 	case !g.enabled && g.stated > 0:
@@ -402,6 +422,9 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		// window that allows a burst lets a round through at any rate).
 		g.limit, g.floor = max(previous, measured, min(float64(g.recent), g.lastSecond(n))), false
 		g.fresh = true
+		if previous > gentleBursty*g.limit {
+			g.wary = true // the floor, what came before the first refusal, is a burst of half a second's worth or more
+		}
 	case nanosToSeconds(n-g.ramp) > g.hold(n):
 		// During a probe: what was accepted since the last event counts the
 		// hold too, so that a limit held far below the server's grows by
@@ -421,12 +444,28 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		}
 	default:
 		g.limit = math.Min(previous, math.Max(measured, previous/4)) // while holding
+		aftershock := g.crossed && g.accepted < gentleRound
+		if aftershock {
+			// Refused right after a probe's crossing, before a round of
+			// requests had passed (or after the finding's last crossing,
+			// but where the server's burst is much of its limit: there
+			// the limit is often found too high, and the refusal is one
+			// more measurement of it): the server
+			// was overdrawn by the crossing, and a client held at 0.99·W
+			// meets what is left of it on the jitter of its requests. A
+			// handful of requests over a fraction of a second measure
+			// nothing (on a loaded machine they measured 0.4 to 0.7 of
+			// the limit, and probes then took minutes to find it again):
+			// the estimate falls by a share at most, and the next probe,
+			// soon, verifies it (see hold).
+			g.limit = math.Min(previous, math.Max(measured, gentleAfter*previous))
+		}
 		if (!g.fresh || span >= gentleShortWait) && g.limit < gentleDrop*previous {
 			// A limit that stood moves (a drop, not a limit found too
 			// high): probe again soon, for it may come back.
 			g.dropped = uint32(n / int64(time.Second))
 		}
-		g.fresh = false
+		g.fresh = aftershock
 	}
 	if g.stated > 0 {
 		g.limit = math.Min(g.limit, g.stated)
@@ -435,6 +474,7 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	if settles {
 		g.settled = float32(g.limit)
 	}
+	g.crossed = probing || settles && !g.wary
 	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 	}
@@ -458,16 +498,36 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 func (g *Gentle) probed(n int64, span, measured float64) float64 {
 	probe := min(max(nanosToSeconds(n-g.ramp)-g.hold(n), 0), span)
 	holding := span - probe // seconds
-	if holding <= gentleWait {
+	window := gentleWait
+	if g.verifies() {
+		window = gentleVerify
+	}
+	if holding <= window {
 		return measured
 	}
 	before := g.accepted // in the hold: every success, if the probe had none
 	if g.held >= 0 {
 		before = g.held
 	}
-	counted := float64(g.accepted-before) + float64(before)*gentleWait/holding
-	return counted / (probe + gentleWait)
+	counted := float64(g.accepted-before) + float64(before)*window/holding
+	return counted / (probe + window)
 }
+
+// verifies reports whether the next probe verifies a limit just found
+// (by finding it, or after an aftershock, see congestion): it comes after
+// a hold of gentleVerify, and measures over the probe and the last
+// gentleVerify of the hold. A limit found while some callers were held
+// (a refusal's Retry-After), or measured on a loaded machine, is often
+// found low, and a probe after a hold of 4 seconds or more moves the
+// estimate by a percent or two, so that a limit found at 0.8 of the
+// server's took a minute to find; the probe that verifies it moves it
+// most of the way. It costs a refused request or two once, where a limit
+// is found, not every hold. Two servers are not verified: one that counts
+// refusals (HAProxy), which locks out a client that probes again so soon
+// after crossing its limit; and one whose burst is half a second of its
+// limit or more (10 at 10 a second), for a probe after a second's hold
+// measures its burst more than its limit. It requires g.mu held.
+func (g *Gentle) verifies() bool { return g.fresh && !g.finding && !g.wary }
 
 // forgetLocked makes g, at n (Unix nanoseconds), a Gentle with no
 // history, as init does, but for what it knows of round trips. It
@@ -475,7 +535,7 @@ func (g *Gentle) probed(n int64, span, measured float64) float64 {
 func (g *Gentle) forgetLocked(n int64) {
 	g.since, g.ramp, g.last, g.frozen, g.round = n, n, n, 0, 0
 	g.rate, g.limit, g.stated = 0, 0, 0
-	g.enabled, g.floor, g.finding, g.fresh, g.queued = false, false, false, false, false
+	g.enabled, g.floor, g.finding, g.fresh, g.queued, g.crossed, g.wary = false, false, false, false, false, false, false
 	g.accepted, g.held, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, -1, 0, 0, 0, 0, 0
 	g.second, g.least, g.found = [5]uint16{}, 0, wholeSeconds(n)
 	g.event = g.phase.Load() | 1
@@ -499,6 +559,8 @@ func (g *Gentle) hold(n int64) float64 {
 	switch {
 	case g.finding:
 		return 0 // probe on
+	case g.verifies():
+		return gentleVerify
 	case g.dropped != 0:
 		if since := nanosToSeconds(n) - float64(g.dropped); since < gentleWait/gentleShorten {
 			return max(gentleShortWait, gentleShorten*since)
@@ -643,7 +705,7 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 		g.limit = math.Min(g.limit, g.stated)
 	}
 	g.limit = max(g.limit, gentleMinRate)
-	g.floor = false
+	g.floor, g.crossed = false, false
 	g.finding = g.limit > 1.05*previous
 	if math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n)

@@ -93,9 +93,10 @@ func TestGentleHoldingEventsLowerTheLimit(t *testing.T) {
 }
 
 // A probe that finds the limit risen probes on at once, doubling the rate
-// every quarter of a second; otherwise the rate holds 4 seconds, then
-// doubles every second, and every quarter of a second once it is 10%
-// above the estimate without a throttle.
+// every quarter of a second; a limit just found is verified by a probe
+// after a second; otherwise the rate holds 4 seconds, then doubles every
+// second, and every quarter of a second once it is 10% above the estimate
+// without a throttle.
 func TestGentleHoldsThenProbes(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Update(at(0), true)
@@ -106,15 +107,21 @@ func TestGentleHoldsThenProbes(t *testing.T) {
 	assert.InDelta(t, 198, curve(2250*time.Millisecond), 1e-9, "risen: probing on, fast")
 
 	feed(g, 2*time.Second, 3*time.Second, 100)
-	g.Update(at(3*time.Second), true) // W = 100 again
-	assert.InDelta(t, 99, curve(3*time.Second+3900*time.Millisecond), 1e-9, "held 4 s")
-	assert.InDelta(t, 99*math.Exp2(0.1), curve(7100*time.Millisecond), 1e-9, "then doubling every second")
-	assert.InDelta(t, 110*math.Pow(198.0/110, 4), curve(8*time.Second), 1e-6, "and every quarter second past 110")
+	g.Update(at(3*time.Second), true) // W = 100 again: found
+	assert.InDelta(t, 99, curve(3900*time.Millisecond), 1e-9, "held 1 s: the limit just found is verified")
+	assert.InDelta(t, 99*math.Exp2(0.1), curve(4100*time.Millisecond), 1e-9)
 
-	feed(g, 3*time.Second, 5*time.Second, 100)
-	g.Update(at(5*time.Second), true) // held: W = 50
-	assert.InDelta(t, 49.5, curve(5*time.Second+3900*time.Millisecond), 1e-9, "held 4 s")
-	assert.InDelta(t, 49.5*math.Exp2(0.1), curve(9100*time.Millisecond), 1e-9)
+	feed(g, 3*time.Second, 4500*time.Millisecond, 150)
+	g.Update(at(4500*time.Millisecond), true) // the probe finds it where it was: W = 100, verified
+	require.InDelta(t, 100, g.Limit(), 1e-9)
+	assert.InDelta(t, 99, curve(4500*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
+	assert.InDelta(t, 99*math.Exp2(0.1), curve(8600*time.Millisecond), 1e-9, "then doubling every second")
+	assert.InDelta(t, 110*math.Pow(198.0/110, 4), curve(9500*time.Millisecond), 1e-6, "and every quarter second past 110")
+
+	feed(g, 4500*time.Millisecond, 6500*time.Millisecond, 100)
+	g.Update(at(6500*time.Millisecond), true) // held: W = 50
+	assert.InDelta(t, 49.5, curve(6500*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
+	assert.InDelta(t, 49.5*math.Exp2(0.1), curve(10600*time.Millisecond), 1e-9)
 }
 
 // A limit that stood and drops to less than half may come back: after such
@@ -128,11 +135,11 @@ func TestGentleProbesSoonAfterADrop(t *testing.T) {
 	g.Update(at(2*time.Second), true) // W = 100, up from the floor: fresh, and still finding
 	sent(g, outcomeOK, g.sending(), 2*time.Second, 2100*time.Millisecond, 10)
 	g.observeSent(at(2100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // a probe that finds it where it was: held
-	sent(g, outcomeOK, g.sending(), 2100*time.Millisecond, 2200*time.Millisecond, 4)
-	g.observeSent(at(2200*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // while holding: W = 40, found too high
+	sent(g, outcomeOK, g.sending(), 2100*time.Millisecond, 2300*time.Millisecond, 8)
+	g.observeSent(at(2300*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // while holding: W = 40, found too high
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
 	require.InDelta(t, 40, g.Limit(), 1e-9)
-	assert.InDelta(t, 39.6, curve(2200*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
+	assert.InDelta(t, 39.6, curve(2300*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
 
 	for range 3 { // each probe finds the limit where it was
 		now := nanosToSeconds(g.since) - nanosToSeconds(epoch.UnixNano())
@@ -392,7 +399,7 @@ func TestGentleHoldsAsLongAsTheLimitStood(t *testing.T) {
 	feed(g, 0, time.Second, 100)
 	g.Update(at(time.Second), true) // found from the floor: finding, no hold
 	feed(g, time.Second, 2*time.Second, 100)
-	g.Update(at(2*time.Second), true) // W = 100 again: held
+	g.Update(at(2*time.Second), true) // W = 100 again: found, verified a second later
 	holds := []float64{}
 	from := 2 * time.Second
 	for range 6 { // each probe finds the limit where it was
@@ -404,5 +411,100 @@ func TestGentleHoldsAsLongAsTheLimitStood(t *testing.T) {
 		from = to
 	}
 	t.Logf("holds: %.1f", holds)
-	assert.InDeltaSlice(t, []float64{4, 5.1, 10.3, 20.7, 30, 30}, holds, 0.2, "found at 1 s: each hold as long as the limit had stood")
+	assert.InDeltaSlice(t, []float64{gentleVerify, 4, 6.2, 12.5, 25.1, 30}, holds, 0.2, "found at 1 s, verified: each hold as long as the limit had stood")
+}
+
+// A limit just found is verified by a probe a second later, measured over
+// the probe and the last second of the hold: where the finding found the
+// limit low (callers held by a Retry-After, a loaded machine), that probe
+// moves it most of the way, where a probe after 4 s moves it by a few
+// percent. A server that counts refusals is not probed so soon.
+func TestGentleVerifiesALimitJustFound(t *testing.T) {
+	found := func() *Gentle {
+		g := NewGentle(epoch)
+		g.Update(at(0), true)
+		feed(g, 0, time.Second, 80)
+		g.Update(at(time.Second), true) // W = 80, up from the floor: finding
+		feed(g, time.Second, 2*time.Second, 80)
+		g.Update(at(2*time.Second), true) // W = 80 again: found
+		require.InDelta(t, 80, g.Limit(), 1e-9)
+		return g
+	}
+	// The server allows 100 a second and a burst of 10: the hold at 79.2
+	// passes whole, then the probe's crossing takes 100 a second and the
+	// burst, for 0.3 s.
+	probe := func(g *Gentle, hold time.Duration) {
+		from := 2*time.Second + hold
+		feed(g, 2*time.Second, from, int(79.2*hold.Seconds()))
+		feed(g, from, from+300*time.Millisecond, 40)
+		g.Update(at(from+300*time.Millisecond), true)
+	}
+
+	g := found()
+	assert.InDelta(t, gentleVerify, g.hold(at(2*time.Second).UnixNano()), 1e-9, "verified a second after it was found")
+	probe(g, time.Second)
+	verified := g.Limit()
+	assert.Greater(t, verified, 90.0, "the verifying probe finds most of the 20 missing")
+
+	g = found()
+	g.fresh = false // as if verified already: a probe after 4 s
+	probe(g, 4*time.Second)
+	assert.Less(t, g.Limit(), 85.0, "a probe after 4 s finds little of it")
+
+	g = found()
+	g.wary = true
+	assert.InDelta(t, gentleWait, g.hold(at(2*time.Second).UnixNano()), 1e-9, "a server that counts refusals: held 4 s")
+}
+
+// A server that refuses twice in a row after an event, before any success,
+// counts refusals (HAProxy), and one whose burst is half a second of its
+// limit or more makes a probe soon after a crossing measure its burst:
+// their limits are not verified.
+func TestGentleIsWaryOfSomeServers(t *testing.T) {
+	g := NewGentle(epoch)
+	g.Update(at(0), true)
+	feed(g, 0, time.Second, 100)
+	g.Update(at(time.Second), true) // W = 100, up from the floor
+	g.observeSent(at(time.Second+10*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.False(t, g.wary, "one refusal after an event: a bucket still empty")
+	g.observeSent(at(time.Second+20*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.True(t, g.wary, "refused again, sent after the first was refused")
+
+	// A server whose burst is a second of its limit (10 at 10 a second):
+	// a probe after a second's hold would measure the burst.
+	g = NewGentle(epoch)
+	feed(g, 0, 100*time.Millisecond, 10)
+	g.Update(at(100*time.Millisecond), true) // a floor of 10: the burst
+	feed(g, 100*time.Millisecond, 1100*time.Millisecond, 10)
+	g.Update(at(1100*time.Millisecond), true) // W = 10
+	require.InDelta(t, 10, g.Limit(), 1)
+	assert.True(t, g.wary, "a burst of a second's worth")
+	assert.InDelta(t, gentleWait, g.hold(at(1100*time.Millisecond).UnixNano()), 1e-9, "not verified: held 4 s")
+}
+
+// A refusal right after a probe's crossing, before a round of requests has
+// passed, is an aftershock of the crossing: the estimate falls by 15% at
+// most, whatever the handful of requests since measured, and the next probe
+// verifies it a second later. After a round has passed, the event measures
+// the limit as any event while holding does.
+func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
+	crossed := func() *Gentle {
+		g := NewGentle(epoch)
+		g.recall(at(0), 100, false, 0) // W = 100, held 4 s
+		sent(g, outcomeOK, g.sending(), 0, 4500*time.Millisecond, 450)
+		g.observeSent(at(4500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // the probe's crossing
+		require.InDelta(t, 100, g.Limit(), 1e-9)
+		require.True(t, g.crossed)
+		return g
+	}
+	g := crossed()
+	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4600*time.Millisecond, 3)
+	g.observeSent(at(4600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, gentleAfter*100, g.Limit(), 1e-9, "3 requests in 0.1 s: down by 15% at most")
+	assert.InDelta(t, gentleVerify, g.hold(at(4600*time.Millisecond).UnixNano()), 1e-9, "verified a second later")
+
+	g = crossed()
+	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4767*time.Millisecond, gentleRound)
+	g.observeSent(at(4767*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 30, g.Limit(), 0.5, "a round of 8 in 0.27 s: the limit is 30")
 }

@@ -76,7 +76,8 @@ type limitServer struct {
 	schedule []step
 	down     [2]time.Duration
 	latency  time.Duration
-	jitter   []*rand.Rand // per worker: the delays of its requests on their way (see delay)
+	jitter   []*rand.Rand  // per worker: the delays of its requests on their way (see delay)
+	loaded   time.Duration // the mean of a further delay each way, as on a loaded machine (see delay); 0: none
 
 	mu       sync.Mutex
 	limiter  limiter
@@ -109,8 +110,9 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	// wake at the same instant is not fixed, and ties make runs differ.
 	worker, _ := strconv.Atoi(req.Header.Get("Worker"))
 	latency := s.latency + time.Duration(worker)*s.latency/97
-	time.Sleep(latency/2 + s.delay(worker))
+	time.Sleep(latency/2 + s.delay(worker) + s.load(worker))
 	now := time.Now()
+	back := s.load(worker)
 	d := now.Sub(s.start)
 	s.mu.Lock()
 	var ok bool
@@ -141,7 +143,7 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.rejected[bin]++
 	}
 	s.mu.Unlock()
-	time.Sleep(latency / 2)
+	time.Sleep(latency/2 + back)
 	if ok {
 		status = http.StatusOK
 	}
@@ -172,6 +174,19 @@ func (s *limitServer) delay(worker int) time.Duration {
 		d += time.Duration(r.Float64() * float64(jitterLong))
 	}
 	return d
+}
+
+// load returns a further delay of worker's next request or answer on a
+// loaded machine: exponentially distributed, of mean s.loaded (none if
+// that is 0), drawn from the worker's own sequence. On the machine of
+// polite demo, whose plain clients keep both cores busy, a round trip
+// of 10 ms took 16 ms at the median, 20 at the 90th percentile, 30 at the
+// 99th.
+func (s *limitServer) load(worker int) time.Duration {
+	if s.loaded == 0 || worker < 0 || worker >= len(s.jitter) {
+		return 0
+	}
+	return time.Duration(s.jitter[worker].ExpFloat64() * float64(s.loaded))
 }
 
 // oracle is a client that knows the server's limit at every moment and
@@ -224,6 +239,7 @@ type scenario struct {
 	steady   time.Duration // utilization and refusals are measured from here on; 0: the whole run
 	workers  int           // closed-loop workers; 16 if 0
 	latency  time.Duration // round trip of every request; qualityLatency if 0
+	loaded   time.Duration // the mean delay a loaded machine adds each way (see limitServer.load); 0: none
 	headers  bool          // the server states its limit in headers
 }
 
@@ -301,7 +317,7 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 // its jitter drawn from seed.
 func (sc scenario) server(start time.Time, schedule []step, seed uint64) *limitServer {
 	srv := &limitServer{start: start, schedule: schedule, down: sc.down, limiter: sc.limiter(),
-		latency: cmp.Or(sc.latency, qualityLatency)}
+		latency: cmp.Or(sc.latency, qualityLatency), loaded: sc.loaded}
 	for w := range cmp.Or(sc.workers, qualityWorkers) {
 		srv.jitter = append(srv.jitter, rand.New(rand.NewPCG(seed, uint64(w))))
 	}
@@ -711,6 +727,18 @@ var qualityVariants = []struct {
 	// the rate of the last successes).
 	{scenario{name: "gcra, L 100, burst 10, 15ms, 8 workers", limiter: func() limiter { return &gcraBucket{burst: 10} },
 		schedule: []step{{0, 100}}, length: 24 * time.Second, workers: 8, latency: 15 * time.Millisecond}, floor{0.93, 0.015, 1.02}},
+	// The same on a loaded machine (polite demo's: its plain clients keep
+	// both cores busy, and a round trip of 10 ms takes 16 at the median,
+	// 30 at the 99th percentile). The refusals of a crossing's aftershock
+	// measured 0.4 to 0.7 of the limit from a handful of requests, and a
+	// first contact's finding ended low while Retry-After held the
+	// callers; probes after 4 s then found the rest by a percent or two
+	// each: 0.78 to 1.00 over 80 runs (mean 0.93), 0.76 and 0.82 to 0.99
+	// in polite demo. Since the aftershock lowers the estimate by 15% at
+	// most and a limit just found is verified a second later, 0.88 to
+	// 1.00 (mean 0.96) over 16 runs (TestControlQualityOnALoadedMachine).
+	{scenario{name: "gcra, L 100, burst 10, 10ms, 8 workers, loaded", limiter: func() limiter { return &gcraBucket{burst: 10} },
+		schedule: []step{{0, 100}}, length: 24 * time.Second, workers: 8, latency: 10 * time.Millisecond, loaded: 3 * time.Millisecond}, floor{0.9, 0.015, 1.02}},
 	{scenario{name: "nginx, L 100, 2 workers (client-bound)", limiter: func() limiter { return &nginxLimitReq{burst: 10} },
 		schedule: []step{{0, 100}}, length: 10 * time.Second, workers: 2, latency: 20 * time.Millisecond}, floor{0.95, 0, 1.01}},
 	// A limit low for 20 s costs a refused probe every hold, which after a
@@ -755,4 +783,35 @@ func TestControlQualityVariants(t *testing.T) {
 			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization, v.name)
 		}
 	}
+}
+
+// TestControlQualityOnALoadedMachine runs polite demo's bucket on a loaded
+// machine (the variant "loaded" of qualityVariants) over 16 runs: seeds 1
+// to 8, twice, for runs of the same seed differ by how goroutines that
+// wake at the same fake instant are ordered. One run of a variant says
+// little of a controller whose bad runs were one in ten: before a limit
+// just found was verified and an aftershock was no measurement, 0.78 to
+// 1.00 (mean 0.93) over 80 such runs; since, 0.88 to 1.00 (mean 0.96).
+func TestControlQualityOnALoadedMachine(t *testing.T) {
+	var sc scenario
+	for _, v := range qualityVariants {
+		if strings.HasSuffix(v.name, ", loaded") {
+			sc = v.scenario
+		}
+	}
+	require.NotEmpty(t, sc.name)
+	var us []float64
+	var lines []string
+	sum := 0.0
+	for range 2 {
+		for seed := uint64(1); seed <= 8; seed++ {
+			r := sc.run(t, "polite", seed)
+			us = append(us, r.utilization)
+			sum += r.utilization
+			lines = append(lines, fmt.Sprintf("%.2f %.1f%%", r.utilization, 100*r.rejected))
+		}
+	}
+	t.Logf("%s, seeds 1 to 8 twice: %s", sc.name, strings.Join(lines, "; "))
+	assert.GreaterOrEqual(t, slices.Min(us), 0.85, "the worst run")
+	assert.GreaterOrEqual(t, sum/float64(len(us)), 0.95, "the mean")
 }

@@ -129,9 +129,15 @@ func fleetNote(n int) string {
 // regardless, and the event when the 7 came back measured the one
 // caller's rate for the limit (docs/cli.md). Since the climb is bounded
 // by the rate of the last successes, 0.85 to 1.00 in 13 runs, 3 below
-// 0.90: the check holds 0.80 until the goal holds in every run.
+// 0.90; yet 0.76 in CI and 0.82 to 0.99 in 20 runs on 2026-11-29, when an
+// aftershock of a probe's crossing measured a handful of requests for the
+// limit and a limit found low was found again by a percent or two a
+// probe. Since an aftershock lowers the estimate by 15% at most and a
+// limit just found is verified a second later, 0.89 to 0.99 in 6 runs
+// (0.92 to 0.99 in 8 of a first version of it): the check holds 0.85
+// until the goal holds in every run.
 const (
-	checkUtilization = 0.80 // accepted ÷ allowed, at least
+	checkUtilization = 0.85 // accepted ÷ allowed, at least
 	checkRejectedPct = 3.0  // rejected ÷ sent, in percent, at most
 )
 

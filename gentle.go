@@ -443,23 +443,27 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 			g.fresh = false
 		}
 	default:
-		g.limit = math.Min(previous, math.Max(measured, previous/4)) // while holding
+		// While holding: what was accepted since the last event, a
+		// quarter of the estimate at least (a cut that was not enough
+		// shows the limit lower, not how much).
+		least := previous / 4
 		aftershock := g.crossed && g.accepted < gentleRound
 		if aftershock {
 			// Refused right after a probe's crossing, before a round of
 			// requests had passed (or after the finding's last crossing,
 			// but where the server's burst is much of its limit: there
 			// the limit is often found too high, and the refusal is one
-			// more measurement of it): the server
-			// was overdrawn by the crossing, and a client held at 0.99·W
-			// meets what is left of it on the jitter of its requests. A
-			// handful of requests over a fraction of a second measure
-			// nothing (on a loaded machine they measured 0.4 to 0.7 of
-			// the limit, and probes then took minutes to find it again):
-			// the estimate falls by a share at most, and the next probe,
-			// soon, verifies it (see hold).
-			g.limit = math.Min(previous, math.Max(measured, gentleAfter*previous))
+			// more measurement of it): the server was overdrawn by the
+			// crossing, and a client held at 0.99·W meets what is left of
+			// it on the jitter of its requests. A handful of requests
+			// over a fraction of a second measure nothing (on a loaded
+			// machine they measured 0.4 to 0.7 of the limit, and probes
+			// then took minutes to find it again): the estimate falls by
+			// a share at most, and the next probe, soon, verifies it (see
+			// hold).
+			least = gentleAfter * previous
 		}
+		g.limit = math.Min(previous, math.Max(measured, least))
 		if (!g.fresh || span >= gentleShortWait) && g.limit < gentleDrop*previous {
 			// A limit that stood moves (a drop, not a limit found too
 			// high): probe again soon, for it may come back.

@@ -193,17 +193,9 @@ func TestSpreadTakesTurns(t *testing.T) {
 	var counts [3]int
 	rts := make([]http.RoundTripper, 3)
 	for i := range rts {
-		rts[i] = roundTripper(func(*http.Request) (*http.Response, error) {
-			counts[i]++
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-		})
+		rts[i] = tally(&counts[i], http.StatusOK)
 	}
-	s := &spread{rts: rts}
-	for range 9 {
-		req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
-		_, err := s.RoundTrip(req)
-		require.NoError(t, err)
-	}
+	send(t, &spread{rts: rts}, 9)
 	assert.Equal(t, [3]int{3, 3, 3}, counts)
 }
 
@@ -212,35 +204,18 @@ func TestSpreadTakesTurns(t *testing.T) {
 // all; counting counts that one's attempts and refusals.
 func TestJoinSpreadTakesTurnsFromTheJoin(t *testing.T) {
 	var counts [3]int
-	rts := make([]http.RoundTripper, 2)
-	for i := range rts {
-		rts[i] = roundTripper(func(*http.Request) (*http.Response, error) {
-			counts[i]++
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-		})
-	}
+	rts := []http.RoundTripper{tally(&counts[0], http.StatusOK), tally(&counts[1], http.StatusOK)}
 	joined := &joinCount{At: time.Hour}
 	builds := 0
-	refuse := roundTripper(func(*http.Request) (*http.Response, error) {
-		counts[2]++
-		return &http.Response{StatusCode: http.StatusTooManyRequests, Body: http.NoBody}, nil
-	})
-	s := &joinSpread{rts: rts, at: time.Now().Add(time.Hour), join: func() http.RoundTripper {
+	s := &joinSpread{before: spread{rts: rts}, at: time.Now().Add(time.Hour), join: func() http.RoundTripper {
 		builds++
-		return &counting{next: refuse, c: joined}
+		return &counting{next: tally(&counts[2], http.StatusTooManyRequests), c: joined}
 	}}
-	send := func(n int) {
-		for range n {
-			req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
-			_, err := s.RoundTrip(req)
-			require.NoError(t, err)
-		}
-	}
-	send(4)
+	send(t, s, 4)
 	assert.Equal(t, [3]int{2, 2, 0}, counts, "before the join")
 	assert.Zero(t, builds)
 	s.at = time.Now()
-	send(9)
+	send(t, s, 9)
 	assert.Equal(t, [3]int{5, 5, 3}, counts, "after it, in turn")
 	assert.Equal(t, 1, builds)
 	assert.Equal(t, int64(3), joined.Attempts.Load())
@@ -249,6 +224,26 @@ func TestJoinSpreadTakesTurnsFromTheJoin(t *testing.T) {
 	joined.At = timelineBin
 	assert.Equal(t, "joined at 250ms: 3 of 3 refused (fleet: 4 of 10)",
 		firstSecondNote(result{Joined: joined, Timeline: []bin{{OK: 9, Refused: 1}, {OK: 5, Refused: 3}, {OK: 1, Refused: 1}}}))
+}
+
+// tally returns a RoundTripper that answers status to every request,
+// counting them in n.
+func tally(n *int, status int) http.RoundTripper {
+	return roundTripper(func(*http.Request) (*http.Response, error) {
+		*n++
+		return &http.Response{StatusCode: status, Body: http.NoBody}, nil
+	})
+}
+
+// send sends n GET requests through rt, one after another.
+func send(t *testing.T, rt http.RoundTripper, n int) {
+	t.Helper()
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+		require.NoError(t, err)
+		_, err = rt.RoundTrip(req)
+		require.NoError(t, err)
+	}
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

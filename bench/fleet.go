@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func buildFleetJoining(tr http.RoundTripper, cfg clientConfig) *http.Client {
 	for i := range rts {
 		rts[i] = fleetProcess(i, ns, tr, cfg, nil, false)
 	}
-	return &http.Client{Transport: &joinSpread{rts: rts, at: cfg.origin.Add(cfg.joined.At), join: func() http.RoundTripper {
+	return &http.Client{Transport: &joinSpread{before: spread{rts: rts}, at: cfg.origin.Add(cfg.joined.At), join: func() http.RoundTripper {
 		return fleetProcess(len(rts), ns, &counting{next: tr, c: cfg.joined, cfg: cfg}, cfg, nil, false)
 	}}}
 }
@@ -152,27 +153,22 @@ func fleetProcess(i int, ns string, tr http.RoundTripper, cfg clientConfig, fopt
 }
 
 // joinSpread sends each request through the next of a fleet's processes in
-// turn: those of rts from the start, and from at on the one join builds,
-// when the first request after at comes, too.
+// turn: those of before from the start, and from at on those and the one
+// join builds, when the first request after at comes.
 type joinSpread struct {
-	rts    []http.RoundTripper
+	before spread
 	at     time.Time
 	join   func() http.RoundTripper
 	once   sync.Once
-	joined http.RoundTripper
-	next   atomic.Uint64
+	after  spread
 }
 
 func (s *joinSpread) RoundTrip(req *http.Request) (*http.Response, error) {
-	n := uint64(len(s.rts))
 	if time.Now().Before(s.at) {
-		return s.rts[s.next.Add(1)%n].RoundTrip(req)
+		return s.before.RoundTrip(req)
 	}
-	s.once.Do(func() { s.joined = s.join() })
-	if i := s.next.Add(1) % (n + 1); i < n {
-		return s.rts[i].RoundTrip(req)
-	}
-	return s.joined.RoundTrip(req)
+	s.once.Do(func() { s.after.rts = append(slices.Clone(s.before.rts), s.join()) })
+	return s.after.RoundTrip(req)
 }
 
 // joinCount is what the process that joins a fleet half-way sent to the

@@ -18,6 +18,7 @@ const (
 	gentleVerify    = 1.0         // seconds held before the probe that verifies a limit just found, and the last of the hold it counts
 	gentleAfter     = 0.85        // an aftershock of a crossing lowers the estimate by this share at most
 	gentleBursty    = 0.5         // seconds: a server that lets through this long of its limit at once is not verified
+	gentleLockout   = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it
 	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding the limit
 	gentleRisen     = 1.1         // a probe this far above the estimate without a throttle has found the limit risen
 	gentleCooldown  = time.Second // throttles this soon after an event belong to it, when the sending is unknown
@@ -118,10 +119,15 @@ const (
 // server has refused twice in a row after an event before any success
 // (a server that counts refusals, as HAProxy, locks out a client that
 // probes again so soon), or its first refusal came after a burst of half
-// a second of its limit or more (the probe would measure the burst). A refusal right after a probe's crossing, before a round
-// of 8 requests has passed, is an aftershock of it (the server overdrawn,
-// met on the jitter of the requests): it lowers W by 15% at most, however
-// little the few requests since measured, and W is verified again. The probe
+// a second of its limit or more (the probe would measure the burst). A
+// refusal right after a probe's crossing, before a round of 8 requests
+// has passed, is an aftershock of it (the server overdrawn, met on the
+// jitter of the requests): it lowers W by 15% at most, however little the
+// few requests since measured, and W is verified again. Where the server
+// counts refusals, a refusal within 2 seconds of a probe's crossing is
+// its lockout (the crossing's refusals, counted, refuse the client for a
+// while even at 0.99·W): it measures nothing, W stands, and the rate
+// halves until a request succeeds. The probe
 // doubles the rate every second until the next event, which
 // measures the limit again; a probe that gets 10% above W without a
 // throttle has found the limit risen, and doubles every quarter of a
@@ -216,7 +222,7 @@ type Gentle struct {
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
 	crossed  bool      // the last event ended a probe after a hold, or found the limit where the server is not wary: the server was just overdrawn
-	wary     bool      // a probe soon after a crossing would cost: the server counts refusals, or its burst is much of its limit (see verifies)
+	wary     uint8     // why a probe soon after a crossing would cost, if it would: waryCounts, waryBurst (see verifies, lockedOut)
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
 	// admitted reports that a call of the key was admitted unpaced, with
 	// no bucket (see call.admitOn, keyState.startLocked); it is not
@@ -347,7 +353,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 	if g.enabled {
 		switch {
 		case sent == noSend && (n-g.since < int64(gentleCooldown) || g.accepted == 0), order == 0:
-			if g.accepted == 0 && phase%2 == 1 && (sent == noSend || sent == phase) {
+			if phase%2 == 1 && (sent == phase || sent == noSend && g.accepted == 0) {
 				// Sent since the event and since the last halving, refused
 				// before any success: the server is still refusing at the
 				// new rate. The phase moves on (odd still), so that the
@@ -358,7 +364,7 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 				}
 				g.spent = min(g.spent+1, 16)
 				if g.spent >= 2 {
-					g.wary = true // refused twice in a row: the server counts refusals
+					g.wary |= waryCounts // refused twice in a row: the server counts refusals
 				}
 				if sent != noSend {
 					g.phase.Store(phase + 2)
@@ -367,11 +373,43 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 			return g.state()
 		}
 	}
+	if g.lockedOut(n, phase) {
+		return g.state()
+	}
 	if g.congestion(n) {
 		return 0, forgotten, false
 	}
 	return g.state()
 }
+
+// lockedOut reports whether a throttle at n (Unix nanoseconds), the
+// phase then, after the first success since the last event, is the
+// lockout of a crossing, and if so takes it: where the server counts
+// refusals (HAProxy's http_req_rate), a crossing of its limit counts the
+// requests it refused too, and its window refuses the client for up to
+// two of its periods after, even at 0.99·W. Measured as an event while
+// holding, such a refusal lowered W by 6 to 50%, and from each lower W
+// a probe after 4 s crossed again: W spiralled down to a third of the
+// limit in a run in ten. So it measures nothing: W, the hold and the
+// measurement of the next event stand; it halves the rate as the
+// refusals of an event do, until a request succeeds. It requires g.mu
+// held.
+func (g *Gentle) lockedOut(n int64, phase uint32) bool {
+	if g.wary&waryCounts == 0 || !g.crossed || nanosToSeconds(n-g.since) >= gentleLockout || g.finding {
+		return false
+	}
+	g.event = phase | 1 // odd: refused, no success since
+	g.phase.Store(g.event)
+	g.ramp, g.frozen, g.held, g.spent = n, 0, -1, 0
+	g.rate = g.curve(n)
+	return true
+}
+
+// The reasons of Gentle.wary.
+const (
+	waryCounts = 1 << iota // the server counts refusals: refused twice in a row after an event
+	waryBurst              // the server's burst is half a second of its limit or more
+)
 
 // forgotten is the burst observeSent returns when g has just forgotten a
 // limit a Memory gave (see congestion): the key starts over.
@@ -423,7 +461,7 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		g.limit, g.floor = max(previous, measured, min(float64(g.recent), g.lastSecond(n))), false
 		g.fresh = true
 		if previous > gentleBursty*g.limit {
-			g.wary = true // the floor, what came before the first refusal, is a burst of half a second's worth or more
+			g.wary |= waryBurst // the floor, what came before the first refusal, is a burst of half a second's worth or more
 		}
 	case nanosToSeconds(n-g.ramp) > g.hold(n):
 		// During a probe: what was accepted since the last event counts the
@@ -478,7 +516,7 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	if settles {
 		g.settled = float32(g.limit)
 	}
-	g.crossed = probing || settles && !g.wary
+	g.crossed = probing || settles && g.wary == 0
 	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 	}
@@ -531,7 +569,7 @@ func (g *Gentle) probed(n int64, span, measured float64) float64 {
 // after crossing its limit; and one whose burst is half a second of its
 // limit or more (10 at 10 a second), for a probe after a second's hold
 // measures its burst more than its limit. It requires g.mu held.
-func (g *Gentle) verifies() bool { return g.fresh && !g.finding && !g.wary }
+func (g *Gentle) verifies() bool { return g.fresh && !g.finding && g.wary == 0 }
 
 // forgetLocked makes g, at n (Unix nanoseconds), a Gentle with no
 // history, as init does, but for what it knows of round trips. It
@@ -539,8 +577,8 @@ func (g *Gentle) verifies() bool { return g.fresh && !g.finding && !g.wary }
 func (g *Gentle) forgetLocked(n int64) {
 	g.since, g.ramp, g.last, g.frozen, g.round = n, n, n, 0, 0
 	g.rate, g.limit, g.stated = 0, 0, 0
-	g.enabled, g.floor, g.finding, g.fresh, g.queued, g.crossed, g.wary = false, false, false, false, false, false, false
-	g.accepted, g.held, g.spent, g.dropped, g.recent, g.settled, g.sampled = 0, -1, 0, 0, 0, 0, 0
+	g.enabled, g.floor, g.finding, g.fresh, g.queued, g.crossed = false, false, false, false, false, false
+	g.accepted, g.held, g.spent, g.dropped, g.recent, g.settled, g.sampled, g.wary = 0, -1, 0, 0, 0, 0, 0, 0
 	g.second, g.least, g.found = [5]uint16{}, 0, wholeSeconds(n)
 	g.event = g.phase.Load() | 1
 	g.phase.Store(g.event + 1)

@@ -452,7 +452,7 @@ func TestGentleVerifiesALimitJustFound(t *testing.T) {
 	assert.Less(t, g.Limit(), 85.0, "a probe after 4 s finds little of it")
 
 	g = found()
-	g.wary = true
+	g.wary = waryCounts
 	assert.InDelta(t, gentleWait, g.hold(at(2*time.Second).UnixNano()), 1e-9, "a server that counts refusals: held 4 s")
 }
 
@@ -466,9 +466,9 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 	feed(g, 0, time.Second, 100)
 	g.Update(at(time.Second), true) // W = 100, up from the floor
 	g.observeSent(at(time.Second+10*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
-	assert.False(t, g.wary, "one refusal after an event: a bucket still empty")
+	assert.Zero(t, g.wary, "one refusal after an event: a bucket still empty")
 	g.observeSent(at(time.Second+20*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
-	assert.True(t, g.wary, "refused again, sent after the first was refused")
+	assert.Equal(t, uint8(waryCounts), g.wary, "refused again, sent after the first was refused")
 
 	// A server whose burst is a second of its limit (10 at 10 a second):
 	// a probe after a second's hold would measure the burst.
@@ -478,7 +478,7 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 	feed(g, 100*time.Millisecond, 1100*time.Millisecond, 10)
 	g.Update(at(1100*time.Millisecond), true) // W = 10
 	require.InDelta(t, 10, g.Limit(), 1)
-	assert.True(t, g.wary, "a burst of a second's worth")
+	assert.Equal(t, uint8(waryBurst), g.wary, "a burst of a second's worth")
 	assert.InDelta(t, gentleWait, g.hold(at(1100*time.Millisecond).UnixNano()), 1e-9, "not verified: held 4 s")
 }
 
@@ -488,15 +488,7 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 // verifies it a second later. After a round has passed, the event measures
 // the limit as any event while holding does.
 func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
-	crossed := func() *Gentle {
-		g := NewGentle(epoch)
-		g.recall(at(0), 100, false, 0) // W = 100, held 4 s
-		sent(g, outcomeOK, g.sending(), 0, 4500*time.Millisecond, 450)
-		g.observeSent(at(4500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // the probe's crossing
-		require.InDelta(t, 100, g.Limit(), 1e-9)
-		require.True(t, g.crossed)
-		return g
-	}
+	crossed := func() *Gentle { return probeCrossed(t, 0) }
 	g := crossed()
 	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4600*time.Millisecond, 3)
 	g.observeSent(at(4600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
@@ -507,4 +499,45 @@ func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4767*time.Millisecond, gentleRound)
 	g.observeSent(at(4767*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, 30, g.Limit(), 0.5, "a round of 8 in 0.27 s: the limit is 30")
+}
+
+// Where the server counts refusals (HAProxy's http_req_rate), a probe's
+// crossing counts the requests it refused, and the server's window refuses
+// the client for a while after it, even at 0.99·W: a refusal within
+// gentleLockout of the crossing measures nothing. W stands, the rate halves
+// until a request succeeds, and the next event measures from the crossing.
+func TestGentleRidesOutALockout(t *testing.T) {
+	g := probeCrossed(t, waryCounts)
+	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20) // the window still full of the crossing
+	g.observeSent(at(5100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 100, g.Limit(), 1e-9, "20 requests in 0.6 s after a crossing: the lockout, no measurement")
+	rate := g.Rate()
+	assert.InDelta(t, gentleHold*100, rate, 1e-9, "held where it was")
+	g.observeSent(at(5110*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, rate/2, g.Rate(), 1e-9, "refused again before a success: halved")
+	sent(g, outcomeOK, g.sending(), 5120*time.Millisecond, 6600*time.Millisecond, 100)
+	assert.InDelta(t, gentleHold*100, g.Rate(), 1e-9, "a success: back to 0.99·W")
+	g.observeSent(at(6600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 120/2.1, g.Limit(), 0.5, "2.1 s after the crossing: an event, measured from the crossing (120 accepted)")
+
+	// Where the server is not known to count refusals, the same refusal
+	// is an event: 20 requests in 0.6 s measure 33.
+	g = probeCrossed(t, 0)
+	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20)
+	g.observeSent(at(5100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 100.0/3, g.Limit(), 0.5, "an event while holding")
+}
+
+// probeCrossed returns a Gentle, wary as told, whose estimate of 100 a
+// second held 4 s and whose probe crossed it 4.5 s in.
+func probeCrossed(t *testing.T, wary uint8) *Gentle {
+	t.Helper()
+	g := NewGentle(epoch)
+	g.recall(at(0), 100, false, 0) // W = 100, held 4 s
+	g.wary = wary
+	sent(g, outcomeOK, g.sending(), 0, 4500*time.Millisecond, 450)
+	g.observeSent(at(4500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // the probe's crossing
+	require.InDelta(t, 100, g.Limit(), 1e-9)
+	require.True(t, g.crossed)
+	return g
 }

@@ -12,33 +12,43 @@ import (
 // so that a limit that stood a minute costs a refusal or two every 30
 // seconds, not every 4; and a limit that rises after standing that long is
 // still found, within the 30 seconds of a hold and the probe's climb.
-// (HAProxy is left out: in about one run of ten a probe's crossing locks
-// the client out, the limit is measured low, 0.7 to 0.9 of L, and climbs
-// back at probes 4 s apart, 20 to 45 refused over that minute.)
+// HAProxy (refusals counted) is run 8 times: before a refusal soon after
+// a probe's crossing was taken for its lockout (see Gentle.lockedOut), a
+// probe locked the client out in 16 runs of 100, the limit was measured
+// low, 0.4 to 0.9 of L, and climbed back at probes 4 s apart: 18 to 47
+// refused in a stretch of 40 to 60 s; since, 7 to 11 and 4 to 6 in 100.
 func TestProbesGrowSparserAsTheLimitStands(t *testing.T) {
 	for _, sc := range []scenario{
 		{name: "throttled", limiter: func() limiter { return &throttledGCRA{maxBurst: 9} }},
 		{name: "nginx", limiter: func() limiter { return &nginxLimitReq{burst: 10} }},
+		{name: "haproxy", limiter: func() limiter { return &haproxyRate{} }},
 	} {
-		t.Run(sc.name, func(t *testing.T) {
-			sc.schedule = []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}
-			sc.length = 180 * time.Second
-			r := sc.run(t, "polite", 1)
-			refused := func(from, to time.Duration) (n int) {
-				for _, v := range r.server.rejected[from/qualityBin : to/qualityBin] {
-					n += v
+		runs := 1
+		if sc.name == "haproxy" {
+			runs = 8
+		}
+		for seed := range uint64(runs) {
+			t.Run(sc.name, func(t *testing.T) {
+				sc.schedule = []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}
+				sc.length = 180 * time.Second
+				r := sc.run(t, "polite", seed+1)
+				refused := func(from, to time.Duration) (n int) {
+					for _, v := range r.server.rejected[from/qualityBin : to/qualityBin] {
+						n += v
+					}
+					return n
 				}
-				return n
-			}
-			early, late := refused(5*time.Second, 45*time.Second), refused(60*time.Second, 120*time.Second)
-			t.Logf("refused: %d in 5-45 s, %d in 60-120 s; the rise to 2L found in %v", early, late, r.converge[0])
-			// Every 4 s, a probe of the 60 s would refuse 15 times one or two
-			// requests; every 30 s, twice.
-			assert.LessOrEqual(t, late, 6, "refused while the limit stood a minute and more")
-			assert.Positive(t, late, "the limit is still probed")
-			assert.Greater(t, float64(early)/40, float64(late)/60, "refused more often while the limit was new")
-			assert.LessOrEqual(t, r.converge[0], 35*time.Second, "the rise is found within a hold of 30 s and the climb")
-			assert.Zero(t, r.local, "calls failed locally")
-		})
+				early, late := refused(5*time.Second, 45*time.Second), refused(60*time.Second, 120*time.Second)
+				t.Logf("refused: %d in 5-45 s, %d in 60-120 s; the rise to 2L found in %v", early, late, r.converge[0])
+				// Every 4 s, a probe of the 60 s would refuse 15 times one or two
+				// requests; every 30 s, twice.
+				assert.LessOrEqual(t, early, 16, "refused while the limit was new: no lockout")
+				assert.LessOrEqual(t, late, 6, "refused while the limit stood a minute and more")
+				assert.Positive(t, late, "the limit is still probed")
+				assert.Greater(t, float64(early)/40, float64(late)/60, "refused more often while the limit was new")
+				assert.LessOrEqual(t, r.converge[0], 35*time.Second, "the rise is found within a hold of 30 s and the climb")
+				assert.Zero(t, r.local, "calls failed locally")
+			})
+		}
 	}
 }

@@ -124,10 +124,10 @@ const (
 // has passed, is an aftershock of it (the server overdrawn, met on the
 // jitter of the requests): it lowers W by 15% at most, however little the
 // few requests since measured, and W is verified again. Where the server
-// counts refusals, a refusal within 2 seconds of a probe's crossing is
-// its lockout (the crossing's refusals, counted, refuse the client for a
-// while even at 0.99·W): it measures nothing, W stands, and the rate
-// halves until a request succeeds. The probe
+// counts refusals, a refusal within 2 seconds of a probe's crossing, or
+// of an event while holding, is its lockout (the crossing's refusals,
+// counted, refuse the client for a while even at 0.99·W): it measures
+// nothing, W stands, and the rate halves until a request succeeds. The probe
 // doubles the rate every second until the next event, which
 // measures the limit again; a probe that gets 10% above W without a
 // throttle has found the limit risen, and doubles every quarter of a
@@ -221,7 +221,7 @@ type Gentle struct {
 	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
-	crossed  bool      // the last event ended a probe after a hold, or found the limit where the server is not wary: the server was just overdrawn
+	crossed  bool      // the last event ended a probe after a hold, found the limit where the server is not wary, or came while holding where it counts refusals: the server was just overdrawn
 	wary     uint8     // why a probe soon after a crossing would cost, if it would: waryCounts, waryBurst (see verifies, lockedOut)
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
 	// admitted reports that a call of the key was admitted unpaced, with
@@ -385,15 +385,17 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 // lockedOut reports whether a throttle at n (Unix nanoseconds), the
 // phase then, after the first success since the last event, is the
 // lockout of a crossing, and if so takes it: where the server counts
-// refusals (HAProxy's http_req_rate), a crossing of its limit counts the
-// requests it refused too, and its window refuses the client for up to
-// two of its periods after, even at 0.99·W. Measured as an event while
-// holding, such a refusal lowered W by 6 to 50%, and from each lower W
-// a probe after 4 s crossed again: W spiralled down to a third of the
-// limit in a run in ten. So it measures nothing: W, the hold and the
-// measurement of the next event stand; it halves the rate as the
-// refusals of an event do, until a request succeeds. It requires g.mu
-// held.
+// refusals (HAProxy's http_req_rate), a crossing of its limit (a probe's,
+// or a hold's at a W found a little high) counts the requests it refused
+// too, and its window refuses the client for up to two of its periods
+// after, even at 0.99·W. Measured as an event while holding, such a
+// refusal lowered W by 6 to 50%, and from each lower W a probe after 4 s
+// crossed again: W spiralled down to a third of the limit in a run in
+// six. So it measures nothing: W, the hold and the measurement of the
+// next event stand; it halves the rate as the refusals of an event do,
+// until a request succeeds. Not after the finding of a first contact: its
+// climb may end above the limit (HAProxy's first window lets any rate
+// through), and what follows measures it. It requires g.mu held.
 func (g *Gentle) lockedOut(n int64, phase uint32) bool {
 	if g.wary&waryCounts == 0 || !g.crossed || nanosToSeconds(n-g.since) >= gentleLockout || g.finding {
 		return false
@@ -516,7 +518,9 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	if settles {
 		g.settled = float32(g.limit)
 	}
-	g.crossed = probing || settles && g.wary == 0
+	// Where the server counts refusals, an event while holding overdrew
+	// it as a probe does: its lockout follows (see lockedOut).
+	g.crossed = probing || settles && g.wary == 0 || !settles && g.wary&waryCounts != 0
 	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 	}

@@ -502,9 +502,9 @@ func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 }
 
 // Where the server counts refusals (HAProxy's http_req_rate), a probe's
-// crossing counts the requests it refused, and the server's window refuses
-// the client for a while after it, even at 0.99·W: a refusal within
-// gentleLockout of the crossing measures nothing. W stands, the rate halves
+// crossing (or a hold's) counts the requests it refused, and the server's
+// window refuses the client for a while after it, even at 0.99·W: a
+// refusal within gentleLockout of the crossing measures nothing. W stands, the rate halves
 // until a request succeeds, and the next event measures from the crossing.
 func TestGentleRidesOutALockout(t *testing.T) {
 	g := probeCrossed(t, waryCounts)
@@ -519,6 +519,16 @@ func TestGentleRidesOutALockout(t *testing.T) {
 	assert.InDelta(t, gentleHold*100, g.Rate(), 1e-9, "a success: back to 0.99·W")
 	g.observeSent(at(6600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, 120/2.1, g.Limit(), 0.5, "2.1 s after the crossing: an event, measured from the crossing (120 accepted)")
+
+	// The same after an event while holding (a W found a little high,
+	// held at: the server overdrawn as by a probe).
+	g = probeCrossed(t, waryCounts)
+	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 7*time.Second, 245)
+	g.observeSent(at(7*time.Second), outcomeThrottled, 0, g.sending(), 0) // while holding, after the lockout: W = 98
+	require.InDelta(t, 98, g.Limit(), 1e-9)
+	sent(g, outcomeOK, g.sending(), 7*time.Second, 7020*time.Millisecond, 1)
+	g.observeSent(at(7020*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 98, g.Limit(), 1e-9, "1 request in 20 ms after an event while holding: its lockout, not a limit of 50")
 
 	// Where the server is not known to count refusals, the same refusal
 	// is an event: 20 requests in 0.6 s measure 33.

@@ -491,16 +491,16 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		if aftershock {
 			// Refused right after a probe's crossing, before a round of
 			// requests had passed (or after the finding's last crossing,
-			// but where the server's burst is much of its limit: there
-			// the limit is often found too high, and the refusal is one
-			// more measurement of it): the server was overdrawn by the
-			// crossing, and a client held at 0.99·W meets what is left of
-			// it on the jitter of its requests. A handful of requests
-			// over a fraction of a second measure nothing (on a loaded
-			// machine they measured 0.4 to 0.7 of the limit, and probes
-			// then took minutes to find it again): the estimate falls by
-			// a share at most, and the next probe, soon, verifies it (see
-			// hold).
+			// where the server is not wary: where its burst is much of
+			// its limit, the limit is often found too high, and such a
+			// refusal is one more measurement of it): the server was
+			// overdrawn by the crossing, and a client held at 0.99·W
+			// meets what is left of it on the jitter of its requests. A
+			// handful of requests over a fraction of a second measure
+			// nothing (on a loaded machine they measured 0.4 to 0.7 of
+			// the limit, and probes then took minutes to find it again):
+			// the estimate falls by a share at most, and the next probe,
+			// soon, verifies it (see hold).
 			least = gentleAfter * previous
 		}
 		g.limit = math.Min(previous, math.Max(measured, least))
@@ -518,8 +518,10 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	if settles {
 		g.settled = float32(g.limit)
 	}
-	// Where the server counts refusals, an event while holding overdrew
-	// it as a probe does: its lockout follows (see lockedOut).
+	// The server was just overdrawn: by a probe; by the finding's last
+	// crossing, where it is not wary; or, where it counts refusals, by a
+	// rate held at an estimate a little high (its lockout follows, see
+	// lockedOut).
 	g.crossed = probing || settles && g.wary == 0 || !settles && g.wary&waryCounts != 0
 	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)

@@ -488,14 +488,13 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 // verifies it a second later. After a round has passed, the event measures
 // the limit as any event while holding does.
 func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
-	crossed := func() *Gentle { return probeCrossed(t, 0) }
-	g := crossed()
+	g := probeCrossed(t, 0)
 	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4600*time.Millisecond, 3)
 	g.observeSent(at(4600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, gentleAfter*100, g.Limit(), 1e-9, "3 requests in 0.1 s: down by 15% at most")
 	assert.InDelta(t, gentleVerify, g.hold(at(4600*time.Millisecond).UnixNano()), 1e-9, "verified a second later")
 
-	g = crossed()
+	g = probeCrossed(t, 0)
 	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4767*time.Millisecond, gentleRound)
 	g.observeSent(at(4767*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, 30, g.Limit(), 0.5, "a round of 8 in 0.27 s: the limit is 30")
@@ -504,8 +503,9 @@ func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 // Where the server counts refusals (HAProxy's http_req_rate), a probe's
 // crossing (or a hold's) counts the requests it refused, and the server's
 // window refuses the client for a while after it, even at 0.99·W: a
-// refusal within gentleLockout of the crossing measures nothing. W stands, the rate halves
-// until a request succeeds, and the next event measures from the crossing.
+// refusal within gentleLockout of the crossing measures nothing. W stands,
+// the rate halves until a request succeeds, and the next event measures
+// from the crossing.
 func TestGentleRidesOutALockout(t *testing.T) {
 	g := probeCrossed(t, waryCounts)
 	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20) // the window still full of the crossing

@@ -3,7 +3,11 @@
 // A tool for tuning controllers: go test -tags qualitydebug -run
 // TestDebugQuality with QS (a scenario's name, or part of it), QC (a
 // client, polite if unset), QL (the run's length, 8s if unset) and QSEED
-// (the seed, 1 if unset) prints the run's figures and its timeline.
+// (the seed, 1 if unset) prints the run's figures and its timeline. With
+// QSEEDS=N it prints instead the mean, least and most utilization and the
+// mean refused share over seeds 1 to N; QLOADED (a duration) runs the
+// scenarios on a loaded machine, as the loaded variants of the quality
+// tests do (each way a further delay of that mean, 10 ms of latency).
 
 package polite_test
 
@@ -24,24 +28,34 @@ func TestDebugQuality(t *testing.T) {
 	if name == "" || err != nil {
 		t.Skip("debug only: set QS")
 	}
+	loaded, _ := time.ParseDuration(cmp.Or(os.Getenv("QLOADED"), "0s"))
+	scenarios := benchScenarios(length)
+	if loaded > 0 {
+		for i := range scenarios {
+			scenarios[i].loaded, scenarios[i].latency = loaded, 10*time.Millisecond
+		}
+	}
 	if seeds := os.Getenv("QSEEDS"); seeds != "" { // the mean over seeds 1 to QSEEDS
 		n, _ := strconv.Atoi(seeds)
-		for _, sc := range benchScenarios(length) {
+		for _, sc := range scenarios {
 			if !strings.Contains(name, sc.name) {
 				continue
 			}
 			for _, c := range strings.Split(client, ",") {
 				var u, r float64
+				least, most := 1e9, 0.0
 				for seed := range uint64(n) {
 					res := sc.run(t, c, seed+1)
 					u, r = u+res.utilization/float64(n), r+res.rejected/float64(n)
+					least, most = min(least, res.utilization), max(most, res.utilization)
 				}
-				fmt.Printf("%s × %s, %d seeds: utilization %.3f, rejected %.2f%%\n", sc.name, c, n, u, 100*r)
+				fmt.Printf("%s × %s, %d seeds, loaded %v: utilization %.3f (%.3f-%.3f), rejected %.2f%%\n",
+					sc.name, c, n, loaded, u, least, most, 100*r)
 			}
 		}
 		return
 	}
-	scenarios := append(benchScenarios(length), githubSixty)
+	scenarios = append(scenarios, githubSixty)
 	for _, v := range qualityVariants {
 		scenarios = append(scenarios, v.scenario)
 	}

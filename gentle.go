@@ -221,7 +221,7 @@ type Gentle struct {
 	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
 	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
-	crossed  bool      // the last event ended a probe after a hold, found the limit where the server is not wary, or came while holding where it counts refusals: the server was just overdrawn
+	crossed  uint8     // how the server was just overdrawn, if it was: crossedProbe, crossedHold (see congestion); 0 if not
 	wary     uint8     // why a probe soon after a crossing would cost, if it would: waryCounts, waryBurst (see verifies, lockedOut)
 	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
 	// admitted reports that a call of the key was admitted unpaced, with
@@ -393,12 +393,21 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 // crossed again: W spiralled down to a third of the limit in a run in
 // six. So it measures nothing: W, the hold and the measurement of the
 // next event stand; it halves the rate as the refusals of an event do,
-// until a request succeeds. Not after the finding of a first contact: its
-// climb may end above the limit (HAProxy's first window lets any rate
-// through), and what follows measures it. It requires g.mu held.
+// until a request succeeds. After a hold's crossing, one such episode
+// only: a limit that drops on a loaded machine looks like a server that
+// counts refusals (the halvings after the drop's event are refused twice
+// in a row), and taking every refusal of the next 2 s for a lockout kept
+// the old estimate that long (0.73-0.76 of a GCRA whose limit drops by
+// half and comes back, against 0.77-0.81); the next refusal measures the
+// drop. Not after the finding of a first contact: its climb may end above
+// the limit (HAProxy's first window lets any rate through), and what
+// follows measures it. It requires g.mu held.
 func (g *Gentle) lockedOut(n int64, phase uint32) bool {
-	if g.wary&waryCounts == 0 || !g.crossed || nanosToSeconds(n-g.since) >= gentleLockout || g.finding {
+	if g.wary&waryCounts == 0 || g.crossed == 0 || nanosToSeconds(n-g.since) >= gentleLockout || g.finding {
 		return false
+	}
+	if g.crossed == crossedHold {
+		g.crossed = 0 // its one episode
 	}
 	g.event = phase | 1 // odd: refused, no success since
 	g.phase.Store(g.event)
@@ -406,6 +415,12 @@ func (g *Gentle) lockedOut(n int64, phase uint32) bool {
 	g.rate = g.curve(n)
 	return true
 }
+
+// How the server was just overdrawn (Gentle.crossed).
+const (
+	crossedProbe = 1 + iota // by a probe after a hold, or by the finding's last crossing where the server is not wary
+	crossedHold             // by a rate held at an estimate a little high, where the server counts refusals
+)
 
 // The reasons of Gentle.wary.
 const (
@@ -487,7 +502,7 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 		// quarter of the estimate at least (a cut that was not enough
 		// shows the limit lower, not how much).
 		least := previous / 4
-		aftershock := g.crossed && g.accepted < gentleRound
+		aftershock := g.crossed != 0 && g.accepted < gentleRound
 		if aftershock {
 			// Refused right after a probe's crossing, before a round of
 			// requests had passed (or after the finding's last crossing,
@@ -522,7 +537,14 @@ func (g *Gentle) congestion(n int64) (forgot bool) {
 	// crossing, where it is not wary; or, where it counts refusals, by a
 	// rate held at an estimate a little high (its lockout follows, see
 	// lockedOut).
-	g.crossed = probing || settles && g.wary == 0 || !settles && g.wary&waryCounts != 0
+	switch {
+	case probing || settles && g.wary == 0:
+		g.crossed = crossedProbe
+	case !settles && g.wary&waryCounts != 0:
+		g.crossed = crossedHold
+	default:
+		g.crossed = 0
+	}
 	if !g.enabled || math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 	}
@@ -583,7 +605,7 @@ func (g *Gentle) verifies() bool { return g.fresh && !g.finding && g.wary == 0 }
 func (g *Gentle) forgetLocked(n int64) {
 	g.since, g.ramp, g.last, g.frozen, g.round = n, n, n, 0, 0
 	g.rate, g.limit, g.stated = 0, 0, 0
-	g.enabled, g.floor, g.finding, g.fresh, g.queued, g.crossed = false, false, false, false, false, false
+	g.enabled, g.floor, g.finding, g.fresh, g.queued, g.crossed = false, false, false, false, false, 0
 	g.accepted, g.held, g.spent, g.dropped, g.recent, g.settled, g.sampled, g.wary = 0, -1, 0, 0, 0, 0, 0, 0
 	g.second, g.least, g.found = [5]uint16{}, 0, wholeSeconds(n)
 	g.event = g.phase.Load() | 1
@@ -753,7 +775,7 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 		g.limit = math.Min(g.limit, g.stated)
 	}
 	g.limit = max(g.limit, gentleMinRate)
-	g.floor, g.crossed = false, false
+	g.floor, g.crossed = false, 0
 	g.finding = g.limit > 1.05*previous
 	if math.Abs(g.limit-previous) > 0.05*previous {
 		g.found = wholeSeconds(n)

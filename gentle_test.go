@@ -529,6 +529,11 @@ func TestGentleRidesOutALockout(t *testing.T) {
 	sent(g, outcomeOK, g.sending(), 7*time.Second, 7020*time.Millisecond, 1)
 	g.observeSent(at(7020*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
 	assert.InDelta(t, 98, g.Limit(), 1e-9, "1 request in 20 ms after an event while holding: its lockout, not a limit of 50")
+	// One episode only: a limit that dropped looks the same where the
+	// machine is loaded, and the next refusal measures it.
+	sent(g, outcomeOK, g.sending(), 7030*time.Millisecond, 7500*time.Millisecond, 24)
+	g.observeSent(at(7500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	assert.InDelta(t, 50, g.Limit(), 1e-9, "refused again after a success, 0.5 s after the event: 25 requests measure 50")
 
 	// Where the server is not known to count refusals, the same refusal
 	// is an event: 20 requests in 0.6 s measure 33.
@@ -548,6 +553,6 @@ func probeCrossed(t *testing.T, wary uint8) *Gentle {
 	sent(g, outcomeOK, g.sending(), 0, 4500*time.Millisecond, 450)
 	g.observeSent(at(4500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // the probe's crossing
 	require.InDelta(t, 100, g.Limit(), 1e-9)
-	require.True(t, g.crossed)
+	require.NotZero(t, g.crossed)
 	return g
 }

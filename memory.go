@@ -188,7 +188,7 @@ func (g *Gentle) recall(now time.Time, limit float64, stated bool, stood time.Du
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := now.UnixNano()
-	g.limit, g.floor, g.finding, g.fresh, g.crossed, g.enabled = limit, false, false, false, false, true
+	g.limit, g.floor, g.finding, g.fresh, g.crossed, g.enabled = limit, false, false, false, 0, true
 	g.settled, g.recalled = float32(limit), recalledLimit
 	if stated {
 		g.stated = limit

@@ -31,16 +31,30 @@ import (
 // FileMemory on disk. Each figure is the median of 5 runs: the order in which workers
 // that wake at the same instant reach the server is the Go scheduler's,
 // and the runs on HAProxy and the burst-1 server spread (a first process
-// that left a limit 0.8 of the true one in one run of 12, say).
+// that left a limit 0.8 of the true one in one run of 12, say). Under the
+// race detector, a server that states its limit, two that do not, and
+// HAProxy (CI runs it again without it, on every server).
 func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 	for _, sc := range benchScenarios(8 * time.Second) {
 		if len(sc.schedule) > 1 || sc.down[1] > 0 {
 			continue
 		}
+		if raceDetector && !slices.Contains([]string{"tollbooth", "throttled", "nginx", "haproxy"}, sc.name) {
+			continue
+		}
 		t.Run(sc.name, func(t *testing.T) {
 			runs := 5
-			if sc.name == "burst1" {
+			switch sc.name {
+			case "burst1":
 				runs = 11 // its figures spread with the machine's jitter (below)
+			case "haproxy":
+				// A stale start is refused at twice the limit, and HAProxy
+				// counts those refusals too: its runs spread more than a cold
+				// start's (stale 0.93-0.98 against 0.96-1.00, medians of 5
+				// under -race), and a median of 5 fell 0.001 under the margin
+				// in one test of 8. Medians of 9: 0.027 under cold at worst in
+				// 10 tests under -race.
+				runs = 9
 			}
 			cold := sc.median(t, "polite", runs)
 			warm := sc.median(t, "polite-memory", runs)

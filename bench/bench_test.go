@@ -137,16 +137,19 @@ func TestFailures(t *testing.T) {
 		{Server: "j", Client: "oracle", Utilization: 0.58, Rejected: 0.4},
 		{Server: "j", Client: "polite", Utilization: 0.34, Rejected: 0.02},
 		{Server: "k", Client: "polite-memory", Utilization: 0.5, Rejected: 0.01},
+		{Server: "l", Client: "polite-fleet", Utilization: 0.97, Rejected: 0.06},
+		{Server: "l", Client: "polite-fleet-own", Utilization: 0.5, Rejected: 0.06}, // a comparison, not judged
 	}
-	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true, "j": true, "k": true}
+	steady := map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "f": true, "g": true, "i": true, "j": true, "k": true, "l": true}
 	bad := failures(results, steady)
-	require.Len(t, bad, 6)
+	require.Len(t, bad, 7)
 	assert.Contains(t, bad[0], "b × polite")
 	assert.Contains(t, bad[1], "c × polite")
 	assert.Contains(t, bad[2], "d × polite")
 	assert.Contains(t, bad[3], "g × polite: 1 calls failed locally")
 	assert.Contains(t, bad[4], "j × polite: utilization 0.34 (min 0.35)")
 	assert.Contains(t, bad[5], "k × polite-memory: utilization 0.50 (min 0.70)")
+	assert.Contains(t, bad[6], "l × polite-fleet: utilization 0.97 (min 0.70), rejected 6.0%")
 }
 
 func TestSteadyServers(t *testing.T) {

@@ -33,7 +33,7 @@ func main() {
 	fleetSize := flag.Int("fleet", 4, "the processes (Transports, each with its own Redis client) of the fleet clients")
 	limit := flag.Float64("limit", 100, "the servers' limit L, requests per second")
 	share := flag.Float64("share", 1, "the part of the limit the oracle paces at, 0 to 1 (how a perfect pacer below the limit fares); below 1, polite-fleet-told is told that part of L with a burst of 1")
-	check := flag.Bool("check", false, "exit 1 if a polite (or polite-memory) row has utilization < 0.7 or rejected > 5%, a call failed locally on a steady server, or a run failed")
+	check := flag.Bool("check", false, "exit 1 if a polite (polite-memory, polite-fleet) row has utilization < 0.7 or rejected > 5%, a call failed locally on a steady server, or a run failed")
 	jsonPath := flag.String("json", "", "also write the results as JSON to this file")
 	timeline := flag.Bool("timeline", false, "print each run's server counts (ok/refused) in bins of 250ms on stderr")
 	trace := flag.Bool("trace", false, "print every attempt of the polite client, with its key's rate and limit, on stderr")

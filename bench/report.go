@@ -10,9 +10,16 @@ import (
 	"time"
 )
 
-// checked are the clients whose rows -check judges: polite, and polite
-// restarted with memory.
-var checked = map[string]bool{"polite": true, "polite-memory": true}
+// checked reports whether -check judges the rows of client: polite,
+// polite restarted with memory, and a fleet of polite processes with the
+// defaults.
+func checked(client string) bool {
+	switch client {
+	case "polite", "polite-memory", "polite-fleet":
+		return true
+	}
+	return false
+}
 
 // The -check thresholds for the polite rows.
 const (
@@ -169,7 +176,7 @@ func failures(results []result, steady map[string]bool) []string {
 	}
 	var bad []string
 	for _, r := range results {
-		if !checked[r.Client] || r.Skipped != "" {
+		if !checked(r.Client) || r.Skipped != "" {
 			continue
 		}
 		least := minUtilization

@@ -759,7 +759,13 @@ func TestFaultHTTP2(t *testing.T) {
 			}
 			assert.Equal(t, tc.attempts, int(rec.attempts.Load()), "polite's attempts")
 			assert.Equal(t, tc.requests, int(requests.Load()), "requests the server saw")
-			assert.Equal(t, tc.conns, int(srv.conns.Load()), "connections")
+			// net/http may dial a connection it then does not use, as it
+			// replays a request after GOAWAY (3 connections, 2 requests, in
+			// 2 of 2,100 runs of this test under -race, and once in CI): the
+			// requests the server saw say what was sent.
+			conns := int(srv.conns.Load())
+			assert.GreaterOrEqual(t, conns, tc.conns, "connections")
+			assert.LessOrEqual(t, conns, tc.conns+1, "connections")
 			assert.Zero(t, rec.open())
 		})
 	}

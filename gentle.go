@@ -399,9 +399,10 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 // in a row), and taking every refusal of the next 2 s for a lockout kept
 // the old estimate that long (a GCRA 200 → 50 → 200 on a loaded machine,
 // in fake time: 0.73-0.77 of the limit, against 0.78-0.79 with one
-// episode); the next refusal measures the drop. Not after the finding of a first contact: its climb may end above
-// the limit (HAProxy's first window lets any rate through), and what
-// follows measures it. It requires g.mu held.
+// episode); the next refusal measures the drop. Not after the finding of
+// a first contact: its climb may end above the limit (HAProxy's first
+// window lets any rate through), and what follows measures it. It
+// requires g.mu held.
 func (g *Gentle) lockedOut(n int64, phase uint32) bool {
 	if g.wary&waryCounts == 0 || g.crossed == 0 || nanosToSeconds(n-g.since) >= gentleLockout || g.finding {
 		return false

@@ -645,9 +645,9 @@ func (sc scenario) assertFloors(t *testing.T, r result, seed uint64) {
 // controller. Under the race detector, the 8-s runs and the clients it
 // asserts on only (CI runs it again without it, in full).
 func TestControlQuality(t *testing.T) {
-	scenarios, clients := append(benchScenarios(8*time.Second), longScenarios()...), qualityClients
-	if raceDetector {
-		scenarios, clients = benchScenarios(8*time.Second), []string{"oracle", "polite", "polite-cubic"}
+	scenarios, clients := benchScenarios(8*time.Second), []string{"oracle", "polite", "polite-cubic"}
+	if !raceDetector {
+		scenarios, clients = append(scenarios, longScenarios()...), qualityClients
 	}
 	results := runAll(t, scenarios, clients, qualitySeed)
 	t.Log("\n" + qualityTable(scenarios, results))

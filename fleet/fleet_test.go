@@ -768,6 +768,37 @@ func TestSharedControllerWaitsOutALockout(t *testing.T) {
 	assert.Equal(t, []any{"100", "1", "5"}, st, "an event, the limit kept, the rate halved")
 }
 
+// A probe that crosses the limit of a limiter that locked the fleet out
+// (lk) keeps the limit, halves the rate until a send booked after it
+// passes, and lets the first of those go an interval of the halved rate
+// later, not at once: such a limiter counts the probe's excess for a
+// second, and sends at 0.97·W kept it over the limit (3 refused a probe,
+// HAProxy, 4 processes; 1 with this). A probe into any other limiter
+// starts again at 0.99·W at once.
+func TestSharedControllerProbeIntoALockoutHalves(t *testing.T) {
+	f, rdb, now := sharedFleet(t)
+	for _, c := range []struct {
+		key   string
+		lk    int
+		sp    string
+		after time.Duration // when the next send goes, after now
+	}{
+		{"lockout", 1, "1", time.Second * 2 / 97}, // an interval at half of 0.97·W
+		{"other", 0, "0", 0},
+	} {
+		key := fleet.RedisKey("polite", c.key, "s")
+		require.NoError(t, rdb.HSet(ctx, key, "W", 100, "lk", c.lk, "ev", now.Add(-10*time.Second).UnixMicro(),
+			"acc", 900, "gen", 4, "ep", 3, "tat", now.UnixMicro()).Err())
+		require.NoError(t, f.Throttled(ctx, c.key, 4))
+		st, err := rdb.HMGet(ctx, key, "W", "sp", "gen").Result()
+		require.NoError(t, err)
+		assert.Equal(t, []any{"100", c.sp, "5"}, st, c.key)
+		tat, err := rdb.HGet(ctx, key, "tat").Int64()
+		require.NoError(t, err)
+		assert.InDelta(t, now.Add(c.after).UnixMicro(), tat, 5000, c.key)
+	}
+}
+
 // Redis answering slowly (DEBUG SLEEP holds it 300ms): a call returns
 // within the timeout and the fleet paces locally meanwhile; when Redis
 // answers again, a probe finds it.

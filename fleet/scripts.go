@@ -57,11 +57,16 @@ import "github.com/redis/go-redis/v9"
 // spacing keeps the fleet within the GCRA. A wait over the longest
 // accepted books nothing.
 
-// recentLua is Lua shared by reserveScript and congestScript: the shared
-// controller's successes in bins of 100 ms of Redis's clock (fields r0..r9,
-// by the bin's index modulo 10; rb the newest bin told of), and recent,
-// the rate at which the last k bins (the current one partial) saw them.
+// recentLua is Lua shared by reserveScript and congestScript: lockedBelow,
+// holdFor, the shared controller's successes in bins of 100 ms of Redis's
+// clock (fields r0..r9, by the bin's index modulo 10; rb the newest bin
+// told of), and recent, the rate at which the last k bins (the current one
+// partial) saw them.
 const recentLua = `
+-- The share of a limit found from a lockout the shared controller keeps
+-- to: holding there, on its way back after the lockout (reserveScript),
+-- and after a probe crossed it (congestScript).
+local lockedBelow = 0.97
 local function tellBins(now, n)
   local rbin = math.floor(now / 100000)
   local last = tonumber(redis.call('HGET', KEYS[1], 'rb'))
@@ -133,9 +138,6 @@ local maxwait, member = tonumber(ARGV[5]), ARGV[6]
 local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
 local adaptive = tonumber(ARGV[10])
--- The share of a limit found from a lockout the shared controller keeps
--- to: holding there, and on its way back after the lockout (see below).
-local lockedBelow = 0.97
 local notbefore = tonumber(ARGV[12]) or 0
 local f = function(x) return string.format('%.0f', x) end
 local transit = 100000 -- µs: a cost's bucket is taken as full until then after a slot
@@ -570,7 +572,7 @@ if prev and now - start < 500000 and hold > 0 and not fl and st[19] ~= '1' then
   -- 40 refused at the old rate.)
   return {0, gen}
 end
-local W, again = nil, 0
+local W, again, late = nil, 0, 0
 if not prev then
   -- A floor: what was accepted since the first send (over a second at
   -- least, fa: the successes of the sends in flight now add to it, as
@@ -597,6 +599,17 @@ elseif fl or curve > hold then
   -- A climb crossed the limit within its last doubling: half the rate it
   -- booked at last is a floor.
   if st[5] == '1' or st[6] == '1' then W = math.max(W, halfBooked(now, st[8])) end
+  if st[19] == '1' and st[5] ~= '1' and st[6] ~= '1' then
+    -- A probe crossed a limiter that counts the last second's sends,
+    -- refused or not: its count holds the probe's excess for a second,
+    -- and sends at 0.97·W, as many as leave the count, keep it over the
+    -- limit, each refused and counted (3 a probe at 4 processes). The
+    -- rate starts again halved, until a send booked after the event
+    -- passes, as within a second of an event (below), and its first send
+    -- goes an interval of it from now, not now: the count is over the
+    -- limit now, and a send let go at once was refused (2 a probe).
+    again, late = 1, 2000000 / (lockedBelow * W)
+  end
 elseif st[19] == '1' and span < 1 then
   -- A limiter that locked the fleet out counts the last second's sends,
   -- refused or not: within a second of the last event, what it refuses
@@ -633,13 +646,13 @@ local fr = (not fd) and (st[5] == '1' or st[6] == '1')
 -- little to go on but the successes of the sends booked before it (fa);
 -- let go, a floor of 1 a second stayed there (burst-1, whose first
 -- refusals come with the first sends: 0.02 and 0.14 of L in 2 runs of 5).
-local qe = math.max(now, tonumber(st[15]) or now)
+local qe = math.max(now + late, tonumber(st[15]) or now)
 local letGo = ARGV[3] and (prev or acc >= 10)
 if not letGo then qe = math.max(qe, tonumber(st[14]) or now) end
 redis.call('HSET', KEYS[1], 'W', f(W), 'ev', string.format('%.0f', now), 'acc', 0, 'gen', gen + 1, 'ep', gen + 1,
   'fd', fd and 1 or 0, 'fl', fl and 1 or 0, 'fr', fr and 1 or 0, 'sp', again, 'cv', string.format('%.0f', now),
   'bk', 0, 'rf', 0, 'qe', string.format('%.0f', qe), 'lg', letGo and 1 or 0)
-if letGo and (tonumber(st[14]) or now) > qe then redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', qe)) end
+if letGo and ((tonumber(st[14]) or now) > qe or late > 0) then redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', qe)) end
 redis.call('HDEL', KEYS[1], 'fz')
 if letGo then redis.call('PUBLISH', ARGV[3], 'e' .. (gen + 1)) end
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000))

@@ -641,7 +641,8 @@ local fd = (not prev) or fl or W > 1.05 * prev
 local fr = (not fd) and (st[5] == '1' or st[6] == '1')
 -- The sends booked before the event and not yet gone book again, at the
 -- new rate (they hear of it on the key's channel, ARGV[3]): the queue they
--- made is let go, and the new one starts now (or when a pause ends). Not
+-- made is let go, and the new one starts now (or when a pause ends, or
+-- late, after a probe into a lockout: see above). Not
 -- at a first event with fewer than 10 successes told: its floor has
 -- little to go on but the successes of the sends booked before it (fa);
 -- let go, a floor of 1 a second stayed there (burst-1, whose first

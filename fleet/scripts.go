@@ -608,7 +608,7 @@ elseif fl or curve > hold then
     -- passes, as within a second of an event (below), and its first send
     -- goes an interval of it from now, not now: the count is over the
     -- limit now, and a send let go at once was refused (2 a probe).
-    again, late = 1, 2000000 / (lockedBelow * W)
+    again, late = 1, 1000000 / (lockedBelow * W / 2) -- µs: an interval of the halved rate
   end
 elseif st[19] == '1' and span < 1 then
   -- A limiter that locked the fleet out counts the last second's sends,
@@ -642,11 +642,11 @@ local fr = (not fd) and (st[5] == '1' or st[6] == '1')
 -- The sends booked before the event and not yet gone book again, at the
 -- new rate (they hear of it on the key's channel, ARGV[3]): the queue they
 -- made is let go, and the new one starts now (or when a pause ends, or
--- late, after a probe into a lockout: see above). Not
--- at a first event with fewer than 10 successes told: its floor has
--- little to go on but the successes of the sends booked before it (fa);
--- let go, a floor of 1 a second stayed there (burst-1, whose first
--- refusals come with the first sends: 0.02 and 0.14 of L in 2 runs of 5).
+-- late after a probe into a lockout: see above). Not at a first event
+-- with fewer than 10 successes told: its floor has little to go on but
+-- the successes of the sends booked before it (fa); let go, a floor of 1
+-- a second stayed there (burst-1, whose first refusals come with the
+-- first sends: 0.02 and 0.14 of L in 2 runs of 5).
 local qe = math.max(now + late, tonumber(st[15]) or now)
 local letGo = ARGV[3] and (prev or acc >= 10)
 if not letGo then qe = math.max(qe, tonumber(st[14]) or now) end

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
 )
 
@@ -29,9 +30,8 @@ const maxPause = time.Hour
 // allocation (the default controller lives inside it), with the parts few
 // keys need made only when needed.
 type keyState struct {
-	quoted   atomic.Bool  // the server has reported a quota: extra.quota or extra.routes is set
-	starting atomic.Bool  // the bucket paces the key's first contact (Gentle.startRate)
-	calls    atomic.Int32 // calls holding the state (registry.lookup): while one does, the key is not forgotten
+	flags atomic.Uint32 // keyQuoted, keyStarting, keyAdmitted
+	calls atomic.Int32  // calls holding the state (registry.lookup): while one does, the key is not forgotten
 
 	// mu guards burst and the fields below it, and orders token taking
 	// with the queue. (burst sits next to quoted to keep the struct in a
@@ -41,7 +41,31 @@ type keyState struct {
 	limiter *rate.Limiter // the token arithmetic; nil until a rate applies
 	limit   rate.Limit    // the limiter's rate, as last set; Inf without a limiter
 	extra   *keyExtra     // what few keys need; nil until needed
-	gentle  Gentle        // the state of the default controller, under AdaptiveDefault
+	ctl     control.Cell  // the key's controller, if Gentle
+}
+
+// The flags of a keyState.
+const (
+	keyQuoted   = 1 << iota // the server has reported a quota: extra.quota or extra.routes is set
+	keyStarting             // the bucket paces the key's first contact (control.Controller.StartRate)
+	keyAdmitted             // a call of the key was admitted unpaced, with no bucket (see call.admitOn, startLocked)
+)
+
+// is reports whether flag f of ks is set.
+func (ks *keyState) is(f uint32) bool { return ks.flags.Load()&f != 0 }
+
+// mark sets or clears flag f of ks.
+func (ks *keyState) mark(f uint32, set bool) {
+	for {
+		old := ks.flags.Load()
+		next := old &^ f
+		if set {
+			next |= f
+		}
+		if old == next || ks.flags.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // keyExtra is the part of a key's state that few keys need, or that a key
@@ -49,7 +73,7 @@ type keyState struct {
 type keyExtra struct {
 	pausedUntil   int64                   // Unix nanoseconds before which the server asked for no request; 0 if none
 	queue         *list.List              // of *waiter, in arrival order; nil until a call waits
-	ctl           controller              // the controller, under AdaptiveCubic and AdaptiveAIMD
+	ctl           control.Controller      // the controller, if not Gentle (see control.Kind.Init)
 	quota         *serverQuota            // the quota the server reports, for paths in no named bucket
 	routes        map[string]*serverQuota // path → the quota of the bucket the server named for it
 	changed       int64                   // Unix nanoseconds of the last change of the limiter's rate or burst
@@ -98,27 +122,22 @@ func (ks *keyState) busy(now int64) bool {
 // controller returns the key's controller under mode; nil when adaptive
 // pacing is off. It must not be called with ks.mu held; see
 // controllerLocked.
-func (ks *keyState) controller(mode AdaptiveMode) controller {
-	switch mode {
-	case AdaptiveOff:
-		return nil
-	case AdaptiveDefault:
-		return &ks.gentle
+func (ks *keyState) controller(mode AdaptiveMode) control.Controller {
+	if c := mode.kind().Of(&ks.ctl, nil); c != nil {
+		return c // kept inline: no lock
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	return ks.extraLocked().ctl
+	return ks.controllerLocked(mode)
 }
 
 // controllerLocked is controller, with ks.mu held.
-func (ks *keyState) controllerLocked(mode AdaptiveMode) controller {
-	switch mode {
-	case AdaptiveOff:
-		return nil
-	case AdaptiveDefault:
-		return &ks.gentle
+func (ks *keyState) controllerLocked(mode AdaptiveMode) control.Controller {
+	var other control.Controller
+	if ks.extra != nil {
+		other = ks.extra.ctl
 	}
-	return ks.extraLocked().ctl
+	return mode.kind().Of(&ks.ctl, other)
 }
 
 // growLocked makes the key's bucket follow its controller's rate at now
@@ -126,13 +145,14 @@ func (ks *keyState) controllerLocked(mode AdaptiveMode) controller {
 // calls waiting for a token see it grow though few answers come back. It
 // reports whether the rate is growing so. It requires ks.mu held.
 func (ks *keyState) growLocked(mode AdaptiveMode, now time.Time, ceiling rate.Limit) bool {
-	if mode != AdaptiveDefault || ks.limiter == nil {
+	ctl := ks.controllerLocked(mode)
+	if ctl == nil || ks.limiter == nil {
 		return false
 	}
-	if ks.starting.Load() {
-		return ks.startLocked(now)
+	if ks.is(keyStarting) {
+		return ks.startLocked(ctl, now)
 	}
-	r, ok := ks.gentle.grown(now)
+	r, ok := ctl.Grown(now)
 	if ok {
 		ks.setRateLocked(now, min(ceiling, rate.Limit(r)), int(ks.burst))
 	}
@@ -154,7 +174,7 @@ const maxRoutes = 256
 // quotaFor returns the quota that a request to path counts against, or nil
 // if the server has reported none (then without taking the key's lock).
 func (ks *keyState) quotaFor(path string) *serverQuota {
-	if !ks.quoted.Load() {
+	if !ks.is(keyQuoted) {
 		return nil
 	}
 	ks.mu.Lock()
@@ -175,7 +195,7 @@ func (ks *keyState) ownQuota() *serverQuota {
 	x := ks.extraLocked()
 	if x.quota == nil {
 		x.quota = &serverQuota{}
-		ks.quoted.Store(true)
+		ks.mark(keyQuoted, true)
 	}
 	return x.quota
 }
@@ -190,7 +210,7 @@ func (ks *keyState) route(path string, q *serverQuota) {
 	}
 	if x.routes == nil {
 		x.routes = make(map[string]*serverQuota)
-		ks.quoted.Store(true)
+		ks.mark(keyQuoted, true)
 	}
 	if len(x.routes) < maxRoutes || x.routes[path] != nil {
 		x.routes[path] = q
@@ -263,7 +283,7 @@ func (ks *keyState) turnWaitLocked(at time.Time, n int) time.Duration {
 // get its token if the key's bucket paced at the rate its server allows,
 // as polite knows it (see judgedRateLocked): the wait by which a call may
 // be refused. It requires ks.mu held.
-func (ks *keyState) serverTurnLocked(at time.Time, n int, ctl controller, ceiling rate.Limit) time.Duration {
+func (ks *keyState) serverTurnLocked(at time.Time, n int, ctl control.Controller, ceiling rate.Limit) time.Duration {
 	if ks.limiter == nil || ks.limit == rate.Inf {
 		return 0
 	}
@@ -290,12 +310,12 @@ func (ks *keyState) serverTurnLocked(at time.Time, n int, ctl controller, ceilin
 // limit for a while (finding it from a floor, halving while refused): that
 // is polite's own caution, and no call is refused for it. It requires
 // ks.mu held.
-func (ks *keyState) judgedRateLocked(ctl controller, ceiling rate.Limit) rate.Limit {
+func (ks *keyState) judgedRateLocked(ctl control.Controller, ceiling rate.Limit) rate.Limit {
 	if ctl == nil || ks.limit >= ceiling {
 		return ks.limit
 	}
 	server := rate.Inf
-	if l := ctl.serverLimit(); l > 0 {
+	if l := ctl.ServerLimit(); l > 0 {
 		server = rate.Limit(l)
 	}
 	return max(ks.limit, min(ceiling, server))
@@ -305,7 +325,7 @@ func (ks *keyState) judgedRateLocked(ctl controller, ceiling rate.Limit) rate.Li
 // its pause and its token, at the rate it would be judged by (see
 // judgedRateLocked). It is an estimate for deciding whether a retry fits
 // before a deadline.
-func (ks *keyState) nextTurnWait(at time.Time, ctl controller, ceiling rate.Limit) (pause, turn time.Duration) {
+func (ks *keyState) nextTurnWait(at time.Time, ctl control.Controller, ceiling rate.Limit) (pause, turn time.Duration) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	return ks.pauseLeftLocked(at), ks.serverTurnLocked(at, ks.waitingLocked()+1, ctl, ceiling)
@@ -350,32 +370,26 @@ func (ks *keyState) wakeHeadLocked() {
 // capped by the ceiling (the WithRate rate and burst). A change of rate
 // wakes the head of the queue, so that it waits for the new rate, not the
 // old one.
-func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated float64, sent uint32, rtt time.Duration, ceiling rate.Limit, cap int) {
-	var perSecond float64
-	var burst int
-	var enabled bool
-	switch ctl := ks.controller(mode); {
-	case ctl == nil:
+func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o control.Outcome, stated float64, sent control.Mark, rtt time.Duration, ceiling rate.Limit, cap int) {
+	ctl := ks.controller(mode)
+	if ctl == nil {
 		return
-	case mode == AdaptiveDefault:
-		perSecond, burst, enabled = ks.gentle.observeSent(now, o, stated, sent, rtt)
-	default:
-		// As in the AWS SDKs, any answer but a throttle counts as a success.
-		perSecond, burst, enabled = ctl.observe(now, o == outcomeThrottled, stated)
 	}
-	if !enabled {
+	r := ctl.Observe(now, o, stated, sent, rtt)
+	if !r.Enabled {
 		switch {
-		case ks.starting.Load():
+		case ks.is(keyStarting):
 			ks.mu.Lock()
-			ks.startLocked(now)
+			ks.startLocked(ctl, now)
 			ks.mu.Unlock()
-		case burst == forgotten:
-			// Gentle forgot a limit a Memory gave (see Gentle.recall): the
-			// key starts over, with a first contact, or at the ceiling.
+		case r.Forgot:
+			// The controller forgot a limit a Memory gave (see
+			// control.Gentle.Recall): the key starts over, with a first
+			// contact, or at the ceiling.
 			ks.mu.Lock()
 			if ceiling == rate.Inf {
 				ks.limiter, ks.limit, ks.burst = nil, rate.Inf, 0
-				ks.startLocked(now)
+				ks.startLocked(ctl, now)
 			} else {
 				ks.setRateLocked(now, ceiling, cap)
 			}
@@ -385,33 +399,34 @@ func (ks *keyState) observe(mode AdaptiveMode, now time.Time, o outcome, stated 
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	ks.starting.Store(false)
-	ks.setRateLocked(now, min(ceiling, rate.Limit(perSecond)), min(burst, cap, math.MaxInt32))
+	ks.mark(keyStarting, false)
+	ks.setRateLocked(now, min(ceiling, rate.Limit(r.PerSecond)), min(r.Burst, cap, math.MaxInt32))
 }
 
-// startLocked paces the key's first contact at now, under AdaptiveDefault
-// with no WithRate ceiling: the bucket, made when a second call finds the
-// first still out, follows Gentle.startRate; once that is over, the key
-// goes unpaced again, and its bucket is dropped. It reports whether the
-// first contact goes on. It requires ks.mu held.
-func (ks *keyState) startLocked(now time.Time) bool {
-	r, ok := ks.gentle.startRate(now)
+// startLocked paces the key's first contact at now, under a controller
+// that opens one (ctl.StartRate) and no WithRate ceiling: the bucket,
+// made when a second call finds the first still out, follows the
+// controller's start rate; once that is over, the key goes unpaced again,
+// and its bucket is dropped. It reports whether the first contact goes
+// on. It requires ks.mu held.
+func (ks *keyState) startLocked(ctl control.Controller, now time.Time) bool {
+	r, burst, ok := ctl.StartRate(now)
 	switch {
 	case ok && ks.limiter == nil:
-		ks.limit, ks.burst = rate.Limit(r), gentleInitial
-		ks.limiter = rate.NewLimiter(ks.limit, gentleInitial)
-		if ks.gentle.admitted.Load() {
+		ks.limit, ks.burst = rate.Limit(r), int32(burst)
+		ks.limiter = rate.NewLimiter(ks.limit, burst)
+		if ks.is(keyAdmitted) {
 			// A call already out, unpaced. (Unless none was admitted yet:
 			// the call that makes the bucket is the first, and another
 			// that holds the state, not yet admitted, made it count more
 			// than one.)
 			ks.limiter.AllowN(now, 1)
 		}
-		ks.starting.Store(true)
+		ks.mark(keyStarting, true)
 	case ok:
-		ks.setRateLocked(now, rate.Limit(r), gentleInitial)
-	case ks.starting.Load():
-		ks.starting.Store(false)
+		ks.setRateLocked(now, rate.Limit(r), burst)
+	case ks.is(keyStarting):
+		ks.mark(keyStarting, false)
 		ks.limiter, ks.limit, ks.burst = nil, rate.Inf, 0
 		if ks.extra != nil {
 			ks.extra.changed = now.UnixNano()
@@ -451,10 +466,11 @@ func (c *call) admitOn(ks *keyState, mode AdaptiveMode) error {
 		// A key with no history goes unpaced while its calls go one at a
 		// time; a second call that finds the first still out begins the
 		// pacing of its first contact.
-		if mode != AdaptiveDefault || ceiling != rate.Inf || ks.calls.Load() <= 1 || !ks.startLocked(time.Now()) {
+		ctl := ks.controllerLocked(mode)
+		if ctl == nil || ceiling != rate.Inf || ks.calls.Load() <= 1 || !ks.startLocked(ctl, time.Now()) {
 			ks.mu.Unlock()
-			if mode == AdaptiveDefault && ceiling == rate.Inf && !ks.gentle.admitted.Load() {
-				ks.gentle.admitted.Store(true) // once: a load on every call after (see startLocked)
+			if ctl != nil && ceiling == rate.Inf && !ks.is(keyAdmitted) {
+				ks.mark(keyAdmitted, true) // once: a load on every call after (see startLocked)
 			}
 			return nil // nothing to wait for, and no need to read the clock
 		}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/politehttp/polite/internal/control"
 )
 
 // The path of one call, in order: RoundTrip (transport.go) makes a call
@@ -28,8 +30,8 @@ type call struct {
 	slot        *keyState        // the key whose WithMaxInFlight slot the attempt in flight holds
 	attempt     int              // the attempt being made, 1-based
 	resent      int              // the times a layer above sent the request before (ResendCount); -1 until read
-	sent        uint32           // what the key's Gentle.sending said as the attempt was sent
-	sentAt      time.Time        // when the attempt was sent, if its key's Gentle times round trips
+	sent        control.Mark     // what the key's controller said as the attempt was sent
+	sentAt      time.Time        // when the attempt was sent, if its key's controller times round trips
 	fleetGen    uint64           // the fleet's controller generation the attempt was booked under
 	fleetShared bool             // the fleet's shared controller paced the attempt
 	held        int              // retry cost held by the attempt in flight, refunded if it succeeds
@@ -92,11 +94,13 @@ func (c *call) run() (*http.Response, error) {
 			t.budget.Refund(c.held) // the retry was never sent
 			return nil, err
 		}
-		c.sent, c.sentAt = noSend, time.Time{}
-		if ks := c.ks; ks != nil && t.keys.adaptive == AdaptiveDefault {
-			c.sent = ks.gentle.sending()
-			if ks.gentle.timed() || ks.starting.Load() {
-				c.sentAt = time.Now()
+		c.sent, c.sentAt = control.NoMark, time.Time{}
+		if ks := c.ks; ks != nil {
+			if ctl := ks.controller(t.keys.adaptive); ctl != nil {
+				c.sent = ctl.Sending()
+				if ctl.Timed() || ks.is(keyStarting) {
+					c.sentAt = time.Now()
+				}
 			}
 		}
 		if cc := c.cost; cc != nil && cc.hold == nil && t.cfg.costs {
@@ -256,7 +260,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 			return failure{}, false // the caller gave up: nothing was learnt
 		}
 		if ks := c.state(); ks != nil {
-			c.observe(ks, now, outcomeFailed, 0)
+			c.observe(ks, now, control.Failed, 0)
 		}
 		retry, timeout := retryableError(err)
 		return failure{timeout: timeout, unsent: Unprocessed(err)}, retry
@@ -283,12 +287,12 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		// A throttle of a request's cost is one of its key's requests
 		// too: where other clients spend the same quota unseen, the
 		// key's controller slows down for them.
-		o := outcomeOK
+		o := control.OK
 		switch {
 		case throttled:
-			o = outcomeThrottled
+			o = control.Throttled
 		case code >= 500:
-			o = outcomeFailed
+			o = control.Failed
 		}
 		c.observe(ks, now, o, c.heed(ks, &s, throttled, now))
 		c.tellFleet(ks, o)
@@ -310,7 +314,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 // observe feeds the attempt's outcome, and the limit the server states
 // (requests per second; 0 if none), to the key's controller, and keeps the
 // key's state in the registry.
-func (c *call) observe(ks *keyState, now time.Time, o outcome, stated float64) {
+func (c *call) observe(ks *keyState, now time.Time, o control.Outcome, stated float64) {
 	ceiling, cap := c.t.keys.ceiling()
 	var rtt time.Duration
 	if !c.sentAt.IsZero() {

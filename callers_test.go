@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -113,9 +114,9 @@ func TestWaitJudgedAtTheServersRate(t *testing.T) {
 		tr := New(next)
 		ks := lookup(tr, "a.test")
 		measured(ks, 100)
-		require.InDelta(t, 100, ks.gentle.serverLimit(), 2)
+		require.InDelta(t, 100, ks.ctl.Gentle().ServerLimit(), 2)
 		for range 5 { // five rounds refused after the event
-			ks.observe(AdaptiveDefault, time.Now(), outcomeThrottled, 0, ks.gentle.sending(), 0, rate.Inf, 1<<30)
+			ks.observe(AdaptiveDefault, time.Now(), control.Throttled, 0, ks.ctl.Gentle().Sending(), 0, rate.Inf, 1<<30)
 		}
 		ks.mu.Lock()
 		paced := float64(ks.limit)
@@ -131,7 +132,7 @@ func TestWaitJudgedAtTheServersRate(t *testing.T) {
 
 		slow := lookup(tr, "b.test")
 		measured(slow, 2)
-		require.InDelta(t, 2, slow.gentle.serverLimit(), 0.5)
+		require.InDelta(t, 2, slow.ctl.Gentle().ServerLimit(), 0.5)
 		errs = crowd(t, tr, "http://b.test/", 16, time.Second)
 		assert.GreaterOrEqual(t, refusedLocally(errs), 12, "at the server's 2 a second, most of 16 calls cannot be served in a second")
 	})
@@ -217,7 +218,7 @@ func TestWaitPastTheDeadlineEndsWithTheContext(t *testing.T) {
 		tr := New(next)
 		ks := lookup(tr, "a.test")
 		observe(ks, true) // a first throttle: a floor of half a request a second
-		require.Zero(t, ks.gentle.serverLimit(), "the limit is unknown")
+		require.Zero(t, ks.ctl.Gentle().ServerLimit(), "the limit is unknown")
 		errs := crowd(t, tr, "http://a.test/", 4, 50*time.Millisecond)
 		assert.Zero(t, refusedLocally(errs))
 		late := 0

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
 )
 
@@ -322,17 +323,17 @@ func (c *call) admitFleets() error {
 // call's attempt, if that controller paced it: a success is counted (with
 // the key's next request), a throttle is a congestion event unless one
 // came since the attempt was booked.
-func (c *call) tellFleet(ks *keyState, o outcome) {
+func (c *call) tellFleet(ks *keyState, o control.Outcome) {
 	if !c.fleetShared {
 		return
 	}
 	switch o {
-	case outcomeOK:
+	case control.OK:
 		ks.mu.Lock()
 		x := ks.extraLocked()
 		x.fleetAccepted = addAccepted(x.fleetAccepted, c.fleetGen, 1)
 		ks.mu.Unlock()
-	case outcomeThrottled:
+	case control.Throttled:
 		// An error leaves the event to the processes that can tell it.
 		_ = c.t.cfg.fleet.Throttled(c.ctx, c.key, c.fleetGen)
 	}

@@ -88,11 +88,11 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 	// The key's own quota first, then those of the buckets its server
 	// named for its routes (few, though many routes may share them).
 	var quotas []*serverQuota
-	var ctl controller
+	ctl := ks.controllerLocked(t.keys.adaptive)
 	members, own := 0, false
 	var costs *costState
 	if x := ks.extra; x != nil {
-		ctl, members, costs = x.ctl, x.members, x.costs
+		members, costs = x.members, x.costs
 		if x.quota != nil {
 			quotas, own = append(quotas, x.quota), true
 		}
@@ -125,15 +125,8 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 		}
 	}
 	if s.Limit == 0 {
-		switch c := ctl; {
-		case t.keys.adaptive == AdaptiveDefault:
-			s.Limit = ks.gentle.Limit()
-		case c != nil:
-			if cubic, ok := c.(*Cubic); ok {
-				cubic.mu.Lock()
-				s.Limit = cubic.wMax
-				cubic.mu.Unlock()
-			}
+		if ctl != nil {
+			s.Limit = ctl.Estimate()
 		}
 	}
 	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
 )
 
@@ -14,14 +15,6 @@ import (
 // whatever its age (at most an hour after it was asked for, as the
 // Transport keeps any server pause).
 const MemoryMaxAge = 24 * time.Hour
-
-// memoryRefresh is how often a key whose limit stands is told to its
-// Memory again, so that a limit confirmed every day is never forgotten.
-const memoryRefresh = time.Hour
-
-// memoryChange is the share by which a key's limit must move to be told to
-// its Memory again before memoryRefresh: smaller moves are noise.
-const memoryChange = 0.02
 
 // memorySkew is how far in the future a remembered instant may be before
 // the record is taken for broken (a clock set wrong, a hostile file).
@@ -144,7 +137,7 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 	if n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
 		return
 	}
-	limit = min(max(limit, gentleMinRate), gentleMaxRate)
+	limit = min(max(limit, control.MinRate), control.MaxRate)
 	x := ks.extraLocked()
 	told := x.toldLocked()
 	told.limit, told.stated, told.at = limit, r.Stated, at
@@ -157,70 +150,29 @@ func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode,
 			window = time.Second
 		}
 		x.quota = &serverQuota{limit: limit * window.Seconds(), window: window, stated: r.Window > 0}
-		ks.quoted.Store(true)
+		ks.mark(keyQuoted, true)
 	}
-	if mode != AdaptiveDefault {
+	ctl := ks.controllerLocked(mode)
+	if ctl == nil {
 		return
 	}
 	var stood time.Duration
 	if !r.Since.IsZero() && !r.Stated {
 		stood = min(max(r.At.Sub(r.Since), 0), MemoryMaxAge)
 	}
+	start, ok := ctl.Recall(now, control.Recalled{Limit: limit, Stated: r.Stated, Stood: stood})
+	if !ok {
+		return
+	}
 	told.stood = uint32(stood / time.Second)
-	ks.gentle.recall(now, limit, r.Stated, stood)
-	// Gentle's bucket holds a single request (see observe).
-	ks.limit, ks.burst = min(ceiling, rate.Limit(ks.gentle.Rate())), int32(min(1, cap))
+	// The controller's bucket holds a single request (see Gentle).
+	ks.limit, ks.burst = min(ceiling, rate.Limit(start)), int32(min(1, cap))
 	if ks.limiter == nil {
 		ks.limiter = rate.NewLimiter(ks.limit, int(ks.burst))
 	} else {
 		ks.limiter.SetLimitAt(now, ks.limit)
 		ks.limiter.SetBurstAt(now, int(ks.burst))
 	}
-}
-
-// recall starts g at now from a limit a Memory remembered (requests per
-// second; stated reports that the server stated it; it had stood that
-// long): as after a congestion event that measured it, the rate holds
-// just below it, as long as it had stood (see hold), then probes (never
-// above a stated limit); a throttle while it holds shows it stale (see
-// congestion).
-func (g *Gentle) recall(now time.Time, limit float64, stated bool, stood time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := now.UnixNano()
-	g.limit, g.floor, g.finding, g.fresh, g.crossed, g.enabled = limit, false, false, false, 0, true
-	g.settled, g.recalled = float32(limit), recalledLimit
-	if stated {
-		g.stated = limit
-		g.recalled |= recalledStated
-	}
-	g.untimed.Store(false)
-	// An event, and a success since: the first throttle is an event of
-	// its own, which measures the limit again.
-	g.event = g.phase.Load() | 1
-	g.phase.Store(g.event + 1)
-	g.since, g.ramp = n, n
-	g.found = wholeSeconds(n - int64(stood))
-	g.rate = g.curve(n)
-}
-
-// known returns the server's limit as g knows it, worth remembering, and
-// whether the server stated it: the limit the server states, or the
-// estimate as the last event that probed or found it measured it; 0 if
-// neither. (An event while the rate holds may come of a moment's trouble,
-// and the next probe says whether the limit moved: a process remembered
-// at that moment would start too low.) A measured limit comes with how
-// long it has stood at n (Unix nanoseconds), in whole seconds.
-func (g *Gentle) known(n int64) (limit float64, stated bool, stood uint32) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stated > 0 {
-		return g.stated, true, 0
-	}
-	if s := wholeSeconds(n); s > g.found && math.Abs(g.limit-float64(g.settled)) <= 0.05*float64(g.settled) {
-		stood = s - g.found // (an event while the rate held moved the estimate since: not this one's)
-	}
-	return float64(g.settled), false, stood
 }
 
 // remember tells the Transport's Memory what the call's key learnt, if
@@ -230,12 +182,10 @@ func (c *call) remember(ks *keyState, now time.Time) {
 	if m == nil || isBucketKey(c.key) {
 		return
 	}
-	var limit float64
-	var stated bool
-	var stood uint32
+	var k control.Known
 	n := now.UnixNano()
-	if c.t.keys.adaptive == AdaptiveDefault {
-		limit, stated, stood = ks.gentle.known(n)
+	if ctl := ks.controller(c.t.keys.adaptive); ctl != nil {
+		k = ctl.Known(now)
 	}
 	ks.mu.Lock()
 	var paused int64
@@ -250,31 +200,18 @@ func (c *call) remember(ks *keyState, now time.Time) {
 			}
 			window = q.statedWindow()
 		}
-	} else if limit == 0 {
+	} else if k.Limit == 0 {
 		ks.mu.Unlock()
 		return // nothing learnt, nothing told
 	}
 	x := ks.extraLocked()
 	told := *x.toldLocked()
-	if !stated && limit > 0 && limit < told.limit && float64(stood) < 2*gentleWait {
-		// Lower than the limit told, and it has not stood two holds yet:
-		// a probe's crossing of a limiter that counts refusals (HAProxy)
-		// locks the client out for a moment, the limit measured then is
-		// 0.7-0.9 of the server's, and the next probe settles it; a process
-		// restarted from that started at 0.72 of HAProxy's limit. A limit
-		// that dropped is told once it stands.
-		limit = 0
-	}
-	// A limit that has stood twice as long as when it was last told is
-	// told again, until it has stood as long as a hold lasts at most: a
-	// Transport made later probes it as seldom as this one would.
-	longer := told.stood < gentleMaxWait && stood >= max(2*told.stood, gentleWait)
-	moved := limit > 0 && (math.Abs(limit-told.limit) > memoryChange*told.limit || stated != told.stated ||
-		n-told.at >= int64(memoryRefresh) || longer)
+	k, moved := k.Worth(control.Known{Limit: told.limit, Stated: told.stated, Stood: told.stood}, told.at, n)
 	if !moved && paused <= told.paused {
 		ks.mu.Unlock()
 		return
 	}
+	limit, stated, stood := k.Limit, k.Stated, k.Stood
 	if limit > 0 {
 		x.told.limit, x.told.stated, x.told.stood, x.told.at = limit, stated, stood, n
 	}
@@ -303,9 +240,3 @@ func (c *call) remember(ks *keyState, now time.Time) {
 // isBucketKey reports whether key is the registry's key of a bucket a
 // server named (bucketKey), not a request key.
 func isBucketKey(key string) bool { return strings.HasPrefix(key, "\x00bucket\x00") }
-
-// The bits of Gentle.recalled.
-const (
-	recalledLimit  = 1 << iota // the estimate is a Memory's, and no throttle has come since
-	recalledStated             // the stated limit is a Memory's, and no answer has stated one since
-)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/periodic"
 )
 
@@ -396,7 +397,7 @@ func parseEntry(text []byte) (memoryEntry, error) {
 	var e memoryEntry
 	var err error
 	if e.limit, err = strconv.ParseFloat(string(fields[0]), 64); err != nil ||
-		!(e.limit >= 0) || math.IsInf(e.limit, 0) || e.limit > gentleMaxRate {
+		!(e.limit >= 0) || math.IsInf(e.limit, 0) || e.limit > control.MaxRate {
 		return memoryEntry{}, errors.New("bad limit")
 	}
 	switch string(fields[1]) {
@@ -504,7 +505,7 @@ func needsQuote(key string) bool {
 func entryOf(r Remembered) (memoryEntry, bool) {
 	e := memoryEntry{stated: r.Stated, window: int64(max(r.Window, 0))}
 	if r.Limit > 0 && !math.IsInf(r.Limit, 0) {
-		e.limit = min(r.Limit, gentleMaxRate)
+		e.limit = min(r.Limit, control.MaxRate)
 	}
 	if !r.At.IsZero() {
 		e.at = max(r.At.UnixNano(), 0)

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/politehttp/polite/internal/control"
 )
 
 // FuzzMemoryFile reads any bytes as a memory file: it never panics, every
@@ -34,7 +36,7 @@ func FuzzMemoryFile(f *testing.F) {
 		n := now.UnixNano()
 		var all []keyedEntry
 		for k, e := range known {
-			if k == "" || !(e.limit >= 0) || math.IsInf(e.limit, 0) || e.limit > gentleMaxRate ||
+			if k == "" || !(e.limit >= 0) || math.IsInf(e.limit, 0) || e.limit > control.MaxRate ||
 				e.at > n+int64(memorySkew) || e.paused > n+int64(maxPause) || e.window < 0 || !e.matters(n) {
 				t.Fatalf("%q: %+v kept", k, e)
 			}

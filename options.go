@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -181,57 +180,6 @@ func WithRetryBudget(b Budget) Option {
 // retried.
 func WithRetryNonIdempotent(retry bool) Option {
 	return func(c *config) { c.retryUnsafe = retry }
-}
-
-// An AdaptiveMode selects the controller that sets each key's send rate
-// from the server's throttling (see [WithAdaptive]).
-type AdaptiveMode int
-
-// The adaptive modes.
-const (
-	// AdaptiveDefault uses [Gentle], polite's own controller.
-	AdaptiveDefault AdaptiveMode = iota
-	// AdaptiveCubic uses [Cubic], the controller of the AWS SDKs' adaptive
-	// retry mode, number for number.
-	AdaptiveCubic
-	// AdaptiveAIMD uses [AIMD]: additive increase, multiplicative decrease.
-	AdaptiveAIMD
-	// AdaptiveOff sets no rate from throttling; polite still honours
-	// Retry-After and retries.
-	AdaptiveOff
-)
-
-// String returns the mode's name.
-func (m AdaptiveMode) String() string {
-	switch m {
-	case AdaptiveDefault:
-		return "default"
-	case AdaptiveCubic:
-		return "cubic"
-	case AdaptiveAIMD:
-		return "aimd"
-	case AdaptiveOff:
-		return "off"
-	}
-	return "AdaptiveMode(" + strconv.Itoa(int(m)) + ")"
-}
-
-// WithAdaptive selects how each key's send rate adapts to the server.
-// Every attempt of a key, retries included, feeds that key's controller:
-// a 429, or a 503 with Retry-After, is a throttle; any other outcome is
-// not. A controller limits nothing until the key's first throttle; from
-// then on the key's token bucket follows the controller's rate, and a
-// [WithRate] rate is a ceiling it never exceeds. Calls waiting for a token
-// see a rate change at once.
-//
-// Default: AdaptiveDefault. An unknown mode is treated as AdaptiveDefault.
-func WithAdaptive(mode AdaptiveMode) Option {
-	return func(c *config) {
-		if mode < AdaptiveDefault || mode > AdaptiveOff {
-			mode = AdaptiveDefault
-		}
-		c.adaptive = mode
-	}
 }
 
 // WithMaxInFlight caps the requests out to each key's server at once, as

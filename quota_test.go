@@ -7,6 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+var epoch = time.Unix(1_700_000_000, 0)
+
+// at returns the instant d after epoch.
+func at(d time.Duration) time.Time { return epoch.Add(d) }
+
 // drain reserves n places at now and returns their waits.
 func drain(q *serverQuota, now time.Time, n int) []time.Duration {
 	var waits []time.Duration

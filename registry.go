@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
 )
 
@@ -268,13 +269,10 @@ func bucketKey(host, name string) string {
 // remembered by the Transport's Memory.
 func (r *registry) newKeyState(key string, now time.Time) *keyState {
 	ks := &keyState{limit: rate.Inf}
-	switch r.adaptive {
-	case AdaptiveDefault:
-		ks.gentle.init(now)
-	case AdaptiveCubic:
-		ks.extra = &keyExtra{ctl: NewCubic(now)}
-	case AdaptiveAIMD:
-		ks.extra = &keyExtra{ctl: NewAIMD(now)}
+	var other control.Controller
+	r.adaptive.kind().Init(&ks.ctl, &other, now)
+	if other != nil {
+		ks.extra = &keyExtra{ctl: other}
 	}
 	if r.perSecond > 0 {
 		ks.limit, ks.burst = rate.Limit(r.perSecond), int32(min(r.burst, math.MaxInt32))

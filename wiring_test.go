@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
@@ -53,11 +54,11 @@ func TestWithAdaptiveSelectsTheController(t *testing.T) {
 		mode AdaptiveMode
 		want any
 	}{
-		{AdaptiveDefault, (*Gentle)(nil)},
-		{AdaptiveCubic, (*Cubic)(nil)},
-		{AdaptiveAIMD, (*AIMD)(nil)},
+		{AdaptiveDefault, (*control.Gentle)(nil)},
+		{AdaptiveCubic, (*control.Cubic)(nil)},
+		{AdaptiveAIMD, (*control.AIMD)(nil)},
 		{AdaptiveOff, nil},
-		{AdaptiveMode(42), (*Gentle)(nil)},
+		{AdaptiveMode(42), (*control.Gentle)(nil)},
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
 			tr := New(nil, WithAdaptive(tt.mode))
@@ -94,7 +95,7 @@ func TestWhatThrottles(t *testing.T) {
 				tr := New(next, WithMaxAttempts(1))
 				get(t, tr, "http://a.test/")
 				get(t, tr, "http://a.test/")
-				assert.Equal(t, tt.throttled, lookup(tr, "a.test").controller(AdaptiveDefault).(*Gentle).Enabled())
+				assert.Equal(t, tt.throttled, lookup(tr, "a.test").controller(AdaptiveDefault).(*control.Gentle).Enabled())
 			})
 		})
 	}
@@ -112,8 +113,8 @@ func TestEveryAttemptFeedsTheController(t *testing.T) {
 		}).transport(&calls)
 		tr := New(next, WithAdaptive(AdaptiveCubic), WithBackoff(0, 0))
 		assert.Equal(t, 200, get(t, tr, "http://a.test/"))
-		c := lookup(tr, "a.test").controller(AdaptiveCubic).(*Cubic)
-		assert.Equal(t, int32(4), c.responses.count, "four attempts, four updates, all in one measurement bucket")
+		c := lookup(tr, "a.test").controller(AdaptiveCubic).(*control.Cubic)
+		assert.Equal(t, int32(4), c.Counted(), "four attempts, four updates, all in one measurement bucket")
 	})
 }
 
@@ -136,7 +137,7 @@ func TestBucketFollowsTheController(t *testing.T) {
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		get(t, tr, "http://a.test/") // the 429
 		ks := lookup(tr, "a.test")
-		g := ks.controller(AdaptiveDefault).(*Gentle)
+		g := ks.controller(AdaptiveDefault).(*control.Gentle)
 		require.True(t, g.Enabled())
 		assert.InDelta(t, 100, g.Limit(), 1e-9, "a floor: 300 accepted in 3 s")
 		ks.mu.Lock()
@@ -165,16 +166,16 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 				ceiling, cap := tr.keys.ceiling()
 				for range 1000 { // the server accepts 1000 a second
 					time.Sleep(time.Millisecond)
-					ks.observe(mode, time.Now(), outcomeOK, 0, noSend, 0, ceiling, cap)
+					ks.observe(mode, time.Now(), control.OK, 0, control.NoMark, 0, ceiling, cap)
 				}
-				ks.observe(mode, time.Now(), outcomeThrottled, 0, noSend, 0, ceiling, cap)
-				rate, burst, enabled := ks.controller(mode).observe(time.Now(), false, 0)
-				require.True(t, enabled)
-				assert.Greater(t, rate, 500.0, "the controller's rate")
+				ks.observe(mode, time.Now(), control.Throttled, 0, control.NoMark, 0, ceiling, cap)
+				r := ks.controller(mode).Observe(time.Now(), control.OK, 0, control.NoMark, 0)
+				require.True(t, r.Enabled)
+				assert.Greater(t, r.PerSecond, 500.0, "the controller's rate")
 				ks.mu.Lock()
 				defer ks.mu.Unlock()
 				assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
-				assert.Equal(t, int32(min(burst, 2)), ks.burst, "the bucket's burst: the controller's, at most 2")
+				assert.Equal(t, int32(min(r.Burst, 2)), ks.burst, "the bucket's burst: the controller's, at most 2")
 			})
 		})
 	}
@@ -232,11 +233,7 @@ func mustGet(t *testing.T, url string) *http.Request {
 
 // observe feeds ks an outcome at the present, under no ceiling.
 func observe(ks *keyState, throttled bool) {
-	o := outcomeOK
-	if throttled {
-		o = outcomeThrottled
-	}
-	ks.observe(AdaptiveDefault, time.Now(), o, 0, noSend, 0, rate.Inf, math.MaxInt32)
+	ks.observe(AdaptiveDefault, time.Now(), outcomeOf(throttled), 0, control.NoMark, 0, rate.Inf, math.MaxInt32)
 }
 
 func lookup(tr *Transport, key string) *keyState {

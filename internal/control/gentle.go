@@ -1,4 +1,4 @@
-package polite
+package control
 
 import (
 	"math"
@@ -195,52 +195,47 @@ type Gentle struct {
 
 	// phase counts congestion events and the first success after each,
 	// so that an attempt can tell whether it was sent after both (see
-	// observeSent): it is odd from an event to the first success after it,
+	// Observe): it is odd from an event to the first success after it,
 	// and moves on by 2 at each halving in between.
 	phase atomic.Uint32
 	// untimed reports that the round trips of attempts do not matter to g
 	// for now (see timed).
 	untimed atomic.Bool
 
-	event    uint32    // the phase right after the last event
-	base     [2]uint32 // the least round trip of the previous epoch and of the current one
-	epoch    uint32    // Unix seconds when base[1]'s epoch began
-	least    uint32    // the least round trip of the round in progress
-	recent   float32   // the rate at which the successes of the last complete round came
-	settled  float32   // W as the last event that probed or found it measured it (see known); 0 if none
-	slot     uint32    // the quarter second, counted from the Unix epoch, that second[slot%5] counts
-	dropped  uint32    // Unix seconds when a limit that stood last dropped; 0 if none
-	found    uint32    // Unix seconds (rounded) when W was found at about its value: a probe that confirms it keeps it
-	accepted int32     // successes of requests sent since the last event
-	held     int32     // of them, those that came before the probe after the event began; -1 until it does
-	second   [5]uint16 // successes in each of the last five quarter seconds
-	spent    int8      // refusals of requests sent since the last event, before any success (16 at most)
-	sampled  uint8     // round trips in the round in progress
-	enabled  bool      // an event has come
-	floor    bool      // W is only a floor
-	finding  bool      // the last event found W more than 5% above the one before: the limit is still being found
-	fresh    bool      // W was just raised by finding it, and no probe or hold has confirmed it
-	queued   bool      // the last complete round of round trips stood above the base
-	crossed  uint8     // how the server was just overdrawn, if it was: crossedProbe, crossedHold (see congestion); 0 if not
-	wary     uint8     // why a probe soon after a crossing would cost, if it would: waryCounts, waryBurst (see verifies, lockedOut)
-	recalled uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
-	// admitted reports that a call of the key was admitted unpaced, with
-	// no bucket (see call.admitOn, keyState.startLocked); it is not
-	// guarded by mu. (Here, where the fields above leave room.)
-	admitted atomic.Bool
-
-	responses meter // all responses
+	event     uint32    // the phase right after the last event
+	base      [2]uint32 // the least round trip of the previous epoch and of the current one
+	epoch     uint32    // Unix seconds when base[1]'s epoch began
+	least     uint32    // the least round trip of the round in progress
+	recent    float32   // the rate at which the successes of the last complete round came
+	settled   float32   // W as the last event that probed or found it measured it (see known); 0 if none
+	slot      uint32    // the quarter second, counted from the Unix epoch, that second[slot%5] counts
+	dropped   uint32    // Unix seconds when a limit that stood last dropped; 0 if none
+	found     uint32    // Unix seconds (rounded) when W was found at about its value: a probe that confirms it keeps it
+	accepted  int32     // successes of requests sent since the last event
+	held      int32     // of them, those that came before the probe after the event began; -1 until it does
+	second    [5]uint16 // successes in each of the last five quarter seconds
+	spent     int8      // refusals of requests sent since the last event, before any success (16 at most)
+	sampled   uint8     // round trips in the round in progress
+	enabled   bool      // an event has come
+	floor     bool      // W is only a floor
+	finding   bool      // the last event found W more than 5% above the one before: the limit is still being found
+	fresh     bool      // W was just raised by finding it, and no probe or hold has confirmed it
+	queued    bool      // the last complete round of round trips stood above the base
+	crossed   uint8     // how the server was just overdrawn, if it was: crossedProbe, crossedHold (see congestion); 0 if not
+	wary      uint8     // why a probe soon after a crossing would cost, if it would: waryCounts, waryBurst (see verifies, lockedOut)
+	recalled  uint8     // what a Memory gave (recall) that no answer has confirmed: recalledLimit, recalledStated
+	responses meter     // all responses
 }
 
 // NewGentle returns a Gentle created at now, not enabled.
 func NewGentle(now time.Time) *Gentle {
 	g := new(Gentle)
-	g.init(now)
+	g.Init(now)
 	return g
 }
 
-// init makes g a Gentle created at now, not enabled.
-func (g *Gentle) init(now time.Time) {
+// Init makes g a Gentle created at now, not enabled.
+func (g *Gentle) Init(now time.Time) {
 	g.responses, g.since, g.ramp, g.last = newMeter(now), now.UnixNano(), now.UnixNano(), now.UnixNano()
 	g.found, g.held = wholeSeconds(now.UnixNano()), -1
 }
@@ -251,39 +246,25 @@ func wholeSeconds(n int64) uint32 {
 	return uint32(max((n+int64(time.Second)/2)/int64(time.Second), 0))
 }
 
-// Update feeds the outcome of one attempt that ended at now: throttled
-// reports whether the server throttled it.
-func (g *Gentle) Update(now time.Time, throttled bool) { g.observe(now, throttled, 0) }
+// Sending returns what an attempt sent now hands back to Observe.
+func (g *Gentle) Sending() Mark { return Mark(g.phase.Load()) }
 
-// UpdateStated is Update for a server that states its limit: stated is its
-// quota over its window, in requests per second (0 if unknown). Gentle
-// takes it as the limit from the first throttle on, rather than measuring
-// a floor, and never probes above it.
-func (g *Gentle) UpdateStated(now time.Time, throttled bool, stated float64) {
-	g.observe(now, throttled, stated)
-}
+// noSend is NoMark as Gentle's phase counts it.
+const noSend = uint32(NoMark)
 
-// sending returns what an attempt sent now passes to observeSent.
-func (g *Gentle) sending() uint32 { return g.phase.Load() }
-
-func (g *Gentle) observe(now time.Time, throttled bool, stated float64) (float64, int, bool) {
-	o := outcomeOK
-	if throttled {
-		o = outcomeThrottled
-	}
-	return g.observeSent(now, o, stated, noSend, 0)
-}
-
-// noSend stands for an attempt whose sending is unknown: a throttle within
-// gentleCooldown of the last event, or before a success since, belongs to
-// it.
-const noSend = math.MaxUint32
-
-// observeSent is observe for an attempt that was sent when sending
-// returned sent, and whose round trip took rtt (0 if unknown).
-func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint32, rtt time.Duration) (float64, int, bool) {
+// Observe feeds the outcome o of an attempt that ended at now, sent when
+// Sending returned mark, whose round trip took rtt (0 if unknown), with
+// the limit the server states (requests per second; 0 if none).
+func (g *Gentle) Observe(now time.Time, o Outcome, stated float64, mark Mark, rtt time.Duration) Rate {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	r, b, e := g.observeLocked(now, o, stated, uint32(mark), rtt)
+	return Rate{PerSecond: r, Burst: b, Enabled: e, Forgot: b == forgotten}
+}
+
+// observeLocked is Observe, with sent the phase the attempt was sent in.
+// It requires g.mu held.
+func (g *Gentle) observeLocked(now time.Time, o Outcome, stated float64, sent uint32, rtt time.Duration) (float64, int, bool) {
 	measured := g.responses.add(now)
 	n := now.UnixNano()
 	previous := g.last
@@ -308,14 +289,14 @@ func (g *Gentle) observeSent(now time.Time, o outcome, stated float64, sent uint
 		}
 	}
 	switch o {
-	case outcomeFailed:
+	case Failed:
 		// An outage says nothing of the limit: the rate neither grows
 		// nor falls, and the time it lasts is left out of the next
 		// measurement.
 		g.since = min(g.since+max(n-previous, 0), n)
 		g.ramp = min(g.ramp+max(n-previous, 0), n)
 		return g.state()
-	case outcomeOK:
+	case OK:
 		if phase%2 == 1 && order >= 0 {
 			g.phase.Store(phase + 1) // the first success of a request sent since the event
 		}
@@ -429,7 +410,7 @@ const (
 	waryBurst              // the server's burst is half a second of its limit or more
 )
 
-// forgotten is the burst observeSent returns when g has just forgotten a
+// forgotten is the burst observeLocked returns when g has just forgotten a
 // limit a Memory gave (see congestion): the key starts over.
 const forgotten = -1
 
@@ -788,12 +769,12 @@ func (g *Gentle) queueing(n int64, delivered float64) {
 	g.rate = g.curve(n)
 }
 
-// grown returns the rate at now while the limit is being found, when the
+// Grown returns the rate at now while the limit is being found, when the
 // rate doubles every quarter of gentleDouble however few requests come
 // back, up to 4 times the rate of the last successes (see findRate), so
 // that a key whose rate starts from a low floor sends more as the curve
 // rises, not only when its few requests come back; and false otherwise.
-func (g *Gentle) grown(now time.Time) (float64, bool) {
+func (g *Gentle) Grown(now time.Time) (float64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.enabled || !g.finding {
@@ -806,16 +787,17 @@ func (g *Gentle) grown(now time.Time) (float64, bool) {
 	return rate, true
 }
 
-// timed reports whether the round trips of attempts matter to g: until
+// Timed reports whether the round trips of attempts matter to g: until
 // a first round has given it a base, and once a throttle has come.
 // (While a key's first contact is paced they matter too, and the
 // Transport times them then.) Between the two, a key no server has
 // throttled does not read the clock for them: that read would be a third
 // of the Transport's cost on the path of a call that needs no wait.
-func (g *Gentle) timed() bool { return !g.untimed.Load() }
+func (g *Gentle) Timed() bool { return !g.untimed.Load() }
 
-// startRate returns the rate at which a key with no history is paced at
-// now, its first contact, and true; false once it is over. A key's first
+// StartRate returns the rate at which a key with no history is paced at
+// now, its first contact, with the burst its bucket holds (gentleInitial),
+// and true; false once it is over. A key's first
 // contact lasts until its server throttles it, states a limit, or the
 // rate outgrows any demand: gentleInitial requests go at once, then the
 // rate doubles every round (the least round trip, at least
@@ -823,13 +805,14 @@ func (g *Gentle) timed() bool { return !g.untimed.Load() }
 // server whose burst is small refuses the few requests of one round, not
 // the whole crowd of callers, and one that states its quota in its first
 // answers paces the key from the next request.
-func (g *Gentle) startRate(now time.Time) (float64, bool) {
+func (g *Gentle) StartRate(now time.Time) (float64, int, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.startRateLocked(now.UnixNano())
+	r, ok := g.startRateLocked(now.UnixNano())
+	return r, gentleInitial, ok
 }
 
-// startRateLocked is startRate at n (Unix nanoseconds). It requires g.mu
+// startRateLocked is StartRate at n (Unix nanoseconds). It requires g.mu
 // held.
 func (g *Gentle) startRateLocked(n int64) (float64, bool) {
 	if g.enabled || g.stated > 0 {
@@ -862,10 +845,10 @@ func (g *Gentle) baseLocked() uint32 {
 	return base
 }
 
-// serverLimit returns the server's limit as far as g knows it: the limit
+// ServerLimit returns the server's limit as far as g knows it: the limit
 // it states, or the estimate once a throttle has measured it; 0 while it
 // is unknown (no throttle yet, or only a floor).
-func (g *Gentle) serverLimit() float64 {
+func (g *Gentle) ServerLimit() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -917,7 +900,7 @@ func (g *Gentle) findRate(n int64) float64 {
 	return min(g.curve(n), max(2*gentleHold*g.limit, gentleDemand*g.demand(n), gentleInitial/g.roundLocked()))
 }
 
-// state returns what observe returns. It requires g.mu held.
+// state returns what observeLocked returns. It requires g.mu held.
 func (g *Gentle) state() (float64, int, bool) {
 	least := gentleMinRate
 	if g.spent > 0 && g.finding {
@@ -948,7 +931,7 @@ func (g *Gentle) Rate() float64 {
 	return rate
 }
 
-// Limit returns the estimate of the server's limit, in requests per
+// Limit returns W, the estimate of the server's limit, in requests per
 // second: 0 until the first throttle.
 func (g *Gentle) Limit() float64 {
 	g.mu.Lock()
@@ -963,5 +946,8 @@ func (g *Gentle) Enabled() bool {
 	defer g.mu.Unlock()
 	return g.enabled
 }
+
+// Estimate returns W, as Limit does.
+func (g *Gentle) Estimate() float64 { return g.Limit() }
 
 func nanosToSeconds(n int64) float64 { return float64(n) / float64(time.Second) }

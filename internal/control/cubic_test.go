@@ -1,4 +1,4 @@
-package polite
+package control
 
 import (
 	"testing"
@@ -80,7 +80,7 @@ func TestCubicEarlyThrottleDropsToTheFloor(t *testing.T) {
 	// next request waits 2s. This is the waste polite's default avoids.
 	now := time.Unix(1_700_000_000, 0)
 	c := NewCubic(now)
-	rate, burst, enabled := c.observe(now.Add(100*time.Millisecond), true, 0)
+	rate, burst, enabled := c.update(now.Add(100*time.Millisecond), true)
 	assert.True(t, enabled)
 	assert.Equal(t, 0.5, rate)
 	assert.Equal(t, 1, burst)

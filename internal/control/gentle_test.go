@@ -1,4 +1,4 @@
-package polite
+package control
 
 import (
 	"math"
@@ -15,17 +15,17 @@ var epoch = time.Unix(1_700_000_000, 0)
 func at(d time.Duration) time.Time { return epoch.Add(d) }
 
 // feed sends n successes evenly over [from, to).
-func feed(c controller, from, to time.Duration, n int) {
+func feed(c Controller, from, to time.Duration, n int) {
 	for i := range n {
-		c.observe(at(from+time.Duration(i)*(to-from)/time.Duration(n)), false, 0)
+		c.Observe(at(from+time.Duration(i)*(to-from)/time.Duration(n)), OK, 0, NoMark, 0)
 	}
 }
 
 // sent feeds g n outcomes of requests sent when g.sending said phase, evenly
 // over [from, to).
-func sent(g *Gentle, o outcome, phase uint32, from, to time.Duration, n int) {
+func sent(g *Gentle, o Outcome, phase Mark, from, to time.Duration, n int) {
 	for i := range n {
-		g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), o, 0, phase, 0)
+		g.Observe(at(from+time.Duration(i)*(to-from)/time.Duration(n)), o, 0, phase, 0)
 	}
 }
 
@@ -42,16 +42,16 @@ func TestGentleLimitsNothingUntilThrottled(t *testing.T) {
 // the rate every quarter of a second, however little it sends meanwhile.
 func TestGentleFirstThrottleIsAFloor(t *testing.T) {
 	g := NewGentle(epoch)
-	before := g.sending()
-	sent(g, outcomeOK, before, 0, time.Millisecond, 5) // a burst the server's bucket held
-	g.observeSent(at(time.Millisecond), outcomeThrottled, 0, before, 0)
+	before := g.Sending()
+	sent(g, OK, before, 0, time.Millisecond, 5) // a burst the server's bucket held
+	g.Observe(at(time.Millisecond), Throttled, 0, before, 0)
 	require.True(t, g.Enabled())
 	assert.InDelta(t, 5, g.Limit(), 1e-9, "5 accepted, over a second at least")
-	sent(g, outcomeOK, before, time.Millisecond, 2*time.Millisecond, 5) // in flight at the throttle
+	sent(g, OK, before, time.Millisecond, 2*time.Millisecond, 5) // in flight at the throttle
 	assert.InDelta(t, 10, g.Limit(), 1e-9, "and 5 more that were in flight")
 	assert.InDelta(t, 9.9, g.Rate(), 0.1)
 
-	g.observeSent(at(251*time.Millisecond), outcomeOK, 0, g.sending(), 0)
+	g.Observe(at(251*time.Millisecond), OK, 0, g.Sending(), 0)
 	assert.InDelta(t, 19.8, g.Rate(), 1e-6, "doubled in a quarter of a second")
 }
 
@@ -87,8 +87,8 @@ func TestGentleHoldingEventsLowerTheLimit(t *testing.T) {
 	g.Update(at(4*time.Second), true) // while holding: the server let 25 through in that second
 	assert.InDelta(t, 25, g.Limit(), 1e-9)
 	assert.InDelta(t, 24.75, g.Rate(), 1e-9)
-	sent(g, outcomeOK, g.sending(), 4*time.Second, 4700*time.Millisecond, 1) // a drop, held 0.75 s: still holding
-	g.observeSent(at(4700*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 4*time.Second, 4700*time.Millisecond, 1) // a drop, held 0.75 s: still holding
+	g.Observe(at(4700*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 25.0/4, g.Limit(), 1e-9, "a quarter at most")
 }
 
@@ -133,10 +133,10 @@ func TestGentleProbesSoonAfterADrop(t *testing.T) {
 	g.Update(at(0), true)
 	feed(g, 0, 2*time.Second, 200)
 	g.Update(at(2*time.Second), true) // W = 100, up from the floor: fresh, and still finding
-	sent(g, outcomeOK, g.sending(), 2*time.Second, 2100*time.Millisecond, 10)
-	g.observeSent(at(2100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // a probe that finds it where it was: held
-	sent(g, outcomeOK, g.sending(), 2100*time.Millisecond, 2300*time.Millisecond, 8)
-	g.observeSent(at(2300*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // while holding: W = 40, found too high
+	sent(g, OK, g.Sending(), 2*time.Second, 2100*time.Millisecond, 10)
+	g.Observe(at(2100*time.Millisecond), Throttled, 0, g.Sending(), 0) // a probe that finds it where it was: held
+	sent(g, OK, g.Sending(), 2100*time.Millisecond, 2300*time.Millisecond, 8)
+	g.Observe(at(2300*time.Millisecond), Throttled, 0, g.Sending(), 0) // while holding: W = 40, found too high
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
 	require.InDelta(t, 40, g.Limit(), 1e-9)
 	assert.InDelta(t, 39.6, curve(2300*time.Millisecond+3900*time.Millisecond), 1e-9, "held 4 s")
@@ -165,26 +165,26 @@ func TestGentleProbesSoonAfterADrop(t *testing.T) {
 // throttle, a stated limit, or gentleRounds rounds end it.
 func TestGentleFirstContact(t *testing.T) {
 	g := NewGentle(epoch)
-	r, ok := g.startRate(at(0))
+	r, _, ok := g.StartRate(at(0))
 	require.True(t, ok)
 	assert.InDelta(t, gentleInitial/gentleMinRound, r, 1e-9, "two a round")
-	r, _ = g.startRate(at(20 * time.Millisecond))
+	r, _, _ = g.StartRate(at(20 * time.Millisecond))
 	assert.InDelta(t, 2*gentleInitial/gentleMinRound, r, 1e-6, "doubled in a round")
-	_, ok = g.startRate(at(time.Duration(gentleRounds+1) * 20 * time.Millisecond))
+	_, _, ok = g.StartRate(at(time.Duration(gentleRounds+1) * 20 * time.Millisecond))
 	assert.False(t, ok, "outgrown: unpaced")
 
 	g = NewGentle(epoch)
-	g.observeSent(at(100*time.Millisecond), outcomeOK, 0, g.sending(), 100*time.Millisecond) // a round trip of 100 ms
-	r, _ = g.startRate(at(200 * time.Millisecond))
+	g.Observe(at(100*time.Millisecond), OK, 0, g.Sending(), 100*time.Millisecond) // a round trip of 100 ms
+	r, _, _ = g.StartRate(at(200 * time.Millisecond))
 	assert.InDelta(t, gentleInitial/0.1*4, r, 1e-6, "a round is the least round trip: two rounds since the first contact")
 
-	g.observeSent(at(210*time.Millisecond), outcomeThrottled, 0, g.sending(), 100*time.Millisecond)
-	_, ok = g.startRate(at(220 * time.Millisecond))
+	g.Observe(at(210*time.Millisecond), Throttled, 0, g.Sending(), 100*time.Millisecond)
+	_, _, ok = g.StartRate(at(220 * time.Millisecond))
 	assert.False(t, ok, "a throttle ends it: the controller paces")
 
 	g = NewGentle(epoch)
 	g.UpdateStated(at(time.Millisecond), false, 100)
-	_, ok = g.startRate(at(2 * time.Millisecond))
+	_, _, ok = g.StartRate(at(2 * time.Millisecond))
 	assert.False(t, ok, "a stated limit ends it: the quota paces")
 }
 
@@ -194,7 +194,7 @@ func TestGentleFirstContact(t *testing.T) {
 // been measured, finding it higher again doubles every quarter second.
 func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 	g := NewGentle(epoch)
-	g.observeSent(at(0), outcomeOK, 0, g.sending(), time.Millisecond)
+	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
 	g.Update(at(time.Millisecond), true) // a floor of 1.5 a second
 	require.True(t, g.floor)
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
@@ -202,7 +202,7 @@ func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/16*float64(time.Second))), 1e-6, "eight round trips of 1 ms: a sixteenth of a second at least")
 
 	g = NewGentle(epoch)
-	g.observeSent(at(0), outcomeOK, 0, g.sending(), 100*time.Millisecond)
+	g.Observe(at(0), OK, 0, g.Sending(), 100*time.Millisecond)
 	g.Update(at(time.Millisecond), true)
 	assert.InDelta(t, gentleDouble/4, g.findDouble(), 1e-9, "eight round trips of 100 ms: a quarter second at most")
 }
@@ -212,15 +212,15 @@ func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 // asked again within round trips, and the curve stands still meanwhile.
 func TestGentleHalvingWhileFindingKeepsAsking(t *testing.T) {
 	g := NewGentle(epoch)
-	g.observeSent(at(0), outcomeOK, 0, g.sending(), time.Millisecond)
+	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
 	g.Update(at(time.Millisecond), true) // a floor of 1.5
 	for i := range 6 {
-		g.observeSent(at(time.Duration(2+i)*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+		g.Observe(at(time.Duration(2+i)*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	}
 	assert.InDelta(t, 1/(4*g.findDouble()), g.Rate(), 1e-9, "halved down to four a second, no further")
 	before := g.curve(at(10 * time.Millisecond).UnixNano())
 	assert.InDelta(t, before, g.curve(at(time.Second).UnixNano()), 1e-9, "the curve stands still while refused")
-	g.observeSent(at(time.Second), outcomeOK, 0, g.sending(), time.Millisecond)
+	g.Observe(at(time.Second), OK, 0, g.Sending(), time.Millisecond)
 	assert.InDelta(t, before, g.Rate(), 0.01*before, "a success: on from where the curve stood")
 }
 
@@ -235,7 +235,7 @@ func TestGentleQueueingStopsAProbe(t *testing.T) {
 	g.Update(at(0), true)
 	feedRTT := func(from, to time.Duration, n int, rtt time.Duration) {
 		for i := range n {
-			g.observeSent(at(from+time.Duration(i)*(to-from)/time.Duration(n)), outcomeOK, 0, g.sending(), rtt)
+			g.Observe(at(from+time.Duration(i)*(to-from)/time.Duration(n)), OK, 0, g.Sending(), rtt)
 		}
 	}
 	feedRTT(0, 2*time.Second, 200, time.Millisecond)
@@ -254,12 +254,12 @@ func TestGentleQueueingStopsAProbe(t *testing.T) {
 	slow := NewGentle(epoch)
 	slow.Update(at(0), true)
 	for i := range 400 {
-		slow.observeSent(at(time.Duration(i)*10*time.Millisecond), outcomeOK, 0, slow.sending(), 500*time.Millisecond)
+		slow.Observe(at(time.Duration(i)*10*time.Millisecond), OK, 0, slow.Sending(), 500*time.Millisecond)
 	}
 	slow.Update(at(4*time.Second), true)
 	phase := slow.phase.Load()
 	for i := range 200 { // a probe at an endpoint that answers in half a second, always
-		slow.observeSent(at(8*time.Second+time.Duration(i)*10*time.Millisecond), outcomeOK, 0, slow.sending(), 500*time.Millisecond)
+		slow.Observe(at(8*time.Second+time.Duration(i)*10*time.Millisecond), OK, 0, slow.Sending(), 500*time.Millisecond)
 	}
 	assert.Equal(t, phase+1, slow.phase.Load(), "no queueing event: only the first success since the throttle")
 }
@@ -269,14 +269,14 @@ func TestGentleQueueingStopsAProbe(t *testing.T) {
 // a stated limit whenever there is one.
 func TestGentleServerLimit(t *testing.T) {
 	g := NewGentle(epoch)
-	assert.Zero(t, g.serverLimit())
+	assert.Zero(t, g.ServerLimit())
 	g.Update(at(0), true)
-	assert.Zero(t, g.serverLimit(), "a floor says nothing of the limit")
+	assert.Zero(t, g.ServerLimit(), "a floor says nothing of the limit")
 	feed(g, 0, 2*time.Second, 200)
 	g.Update(at(2*time.Second), true)
-	assert.InDelta(t, 100, g.serverLimit(), 1e-9, "measured")
+	assert.InDelta(t, 100, g.ServerLimit(), 1e-9, "measured")
 	g.UpdateStated(at(3*time.Second), false, 80)
-	assert.InDelta(t, 80, g.serverLimit(), 1e-9, "stated")
+	assert.InDelta(t, 80, g.ServerLimit(), 1e-9, "stated")
 }
 
 // A server whose headers state its limit seeds the estimate at the first
@@ -304,21 +304,21 @@ func TestGentleTakesTheStatedLimit(t *testing.T) {
 // (requests sent before a halving do not halve again), until a success.
 func TestGentleHalvesWhileStillRefused(t *testing.T) {
 	g := NewGentle(epoch)
-	before := g.sending()
-	sent(g, outcomeOK, before, 0, time.Second, 100)
-	g.observeSent(at(time.Second), outcomeThrottled, 0, before, 0) // the first event: a floor of 100
+	before := g.Sending()
+	sent(g, OK, before, 0, time.Second, 100)
+	g.Observe(at(time.Second), Throttled, 0, before, 0) // the first event: a floor of 100
 	rate := g.Rate()
-	sent(g, outcomeThrottled, before, time.Second, 1001*time.Millisecond, 10) // in flight
+	sent(g, Throttled, before, time.Second, 1001*time.Millisecond, 10) // in flight
 	assert.InDelta(t, rate, g.Rate(), 1e-9, "in flight at the event: the same event")
 
-	after := g.sending()
-	sent(g, outcomeThrottled, after, 1001*time.Millisecond, 1002*time.Millisecond, 3)
+	after := g.Sending()
+	sent(g, Throttled, after, 1001*time.Millisecond, 1002*time.Millisecond, 3)
 	assert.InDelta(t, rate/2, g.Rate(), 1e-6, "three sent together, refused after the cut: one halving")
 	for i := range 2 { // two more round trips, each sent after the last halving
-		sent(g, outcomeThrottled, g.sending(), 1002*time.Millisecond+time.Duration(i)*time.Millisecond, 1003*time.Millisecond+time.Duration(i)*time.Millisecond, 4)
+		sent(g, Throttled, g.Sending(), 1002*time.Millisecond+time.Duration(i)*time.Millisecond, 1003*time.Millisecond+time.Duration(i)*time.Millisecond, 4)
 	}
 	assert.InDelta(t, rate/8, g.Rate(), 1e-6, "three round trips refused: three halvings")
-	g.observeSent(at(1005*time.Millisecond), outcomeOK, 0, after, 0)
+	g.Observe(at(1005*time.Millisecond), OK, 0, after, 0)
 	assert.GreaterOrEqual(t, g.Rate(), rate, "a success: back to the curve")
 	assert.InDelta(t, 100, g.Limit(), 1e-9, "the estimate is untouched")
 }
@@ -332,7 +332,7 @@ func TestGentleIgnoresOutages(t *testing.T) {
 	feed(g, 0, 2*time.Second, 200)
 	g.Update(at(2*time.Second), true) // W = 100, probing on
 	rate := g.Rate()
-	sent(g, outcomeFailed, g.sending(), 2*time.Second, 12*time.Second, 1000)
+	sent(g, Failed, g.Sending(), 2*time.Second, 12*time.Second, 1000)
 	assert.InDelta(t, rate, g.Rate(), 1e-9)
 	feed(g, 12*time.Second, 13*time.Second, 150)
 	g.Update(at(13*time.Second), true)
@@ -390,7 +390,7 @@ func TestGentleHoldsAsLongAsTheLimitStood(t *testing.T) {
 		hold  float64
 	}{{0, gentleWait}, {3 * time.Second, gentleWait}, {16 * time.Second, 16}, {2 * time.Hour, gentleMaxWait}} {
 		g := NewGentle(epoch)
-		g.recall(at(time.Minute), 100, false, c.stood)
+		g.Recall(at(time.Minute), Recalled{Limit: 100, Stood: c.stood})
 		assert.InDelta(t, c.hold, g.hold(at(time.Minute).UnixNano()), 0.5, "stood %v", c.stood)
 		assert.InDelta(t, 99, g.curve(at(time.Minute+time.Duration((c.hold-0.6)*float64(time.Second))).UnixNano()), 1e-9, "held")
 	}
@@ -465,9 +465,9 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 	g.Update(at(0), true)
 	feed(g, 0, time.Second, 100)
 	g.Update(at(time.Second), true) // W = 100, up from the floor
-	g.observeSent(at(time.Second+10*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	g.Observe(at(time.Second+10*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.Zero(t, g.wary, "one refusal after an event: a bucket still empty")
-	g.observeSent(at(time.Second+20*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	g.Observe(at(time.Second+20*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.Equal(t, uint8(waryCounts), g.wary, "refused again, sent after the first was refused")
 
 	// A server whose burst is a second of its limit (10 at 10 a second):
@@ -489,14 +489,14 @@ func TestGentleIsWaryOfSomeServers(t *testing.T) {
 // the limit as any event while holding does.
 func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 	g := probeCrossed(t, 0)
-	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4600*time.Millisecond, 3)
-	g.observeSent(at(4600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 4600*time.Millisecond, 3)
+	g.Observe(at(4600*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, gentleAfter*100, g.Limit(), 1e-9, "3 requests in 0.1 s: down by 15% at most")
 	assert.InDelta(t, gentleVerify, g.hold(at(4600*time.Millisecond).UnixNano()), 1e-9, "verified a second later")
 
 	g = probeCrossed(t, 0)
-	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 4767*time.Millisecond, gentleRound)
-	g.observeSent(at(4767*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 4767*time.Millisecond, gentleRound)
+	g.Observe(at(4767*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 30, g.Limit(), 0.5, "a round of 8 in 0.27 s: the limit is 30")
 }
 
@@ -508,38 +508,38 @@ func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 // from the crossing.
 func TestGentleRidesOutALockout(t *testing.T) {
 	g := probeCrossed(t, waryCounts)
-	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20) // the window still full of the crossing
-	g.observeSent(at(5100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20) // the window still full of the crossing
+	g.Observe(at(5100*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 100, g.Limit(), 1e-9, "20 requests in 0.6 s after a crossing: the lockout, no measurement")
 	rate := g.Rate()
 	assert.InDelta(t, gentleHold*100, rate, 1e-9, "held where it was")
-	g.observeSent(at(5110*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	g.Observe(at(5110*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, rate/2, g.Rate(), 1e-9, "refused again before a success: halved")
-	sent(g, outcomeOK, g.sending(), 5120*time.Millisecond, 6600*time.Millisecond, 100)
+	sent(g, OK, g.Sending(), 5120*time.Millisecond, 6600*time.Millisecond, 100)
 	assert.InDelta(t, gentleHold*100, g.Rate(), 1e-9, "a success: back to 0.99·W")
-	g.observeSent(at(6600*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	g.Observe(at(6600*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 120/2.1, g.Limit(), 0.5, "2.1 s after the crossing: an event, measured from the crossing (120 accepted)")
 
 	// The same after an event while holding (a W found a little high,
 	// held at: the server overdrawn as by a probe).
 	g = probeCrossed(t, waryCounts)
-	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 7*time.Second, 245)
-	g.observeSent(at(7*time.Second), outcomeThrottled, 0, g.sending(), 0) // while holding, after the lockout: W = 98
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 7*time.Second, 245)
+	g.Observe(at(7*time.Second), Throttled, 0, g.Sending(), 0) // while holding, after the lockout: W = 98
 	require.InDelta(t, 98, g.Limit(), 1e-9)
-	sent(g, outcomeOK, g.sending(), 7*time.Second, 7020*time.Millisecond, 1)
-	g.observeSent(at(7020*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 7*time.Second, 7020*time.Millisecond, 1)
+	g.Observe(at(7020*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 98, g.Limit(), 1e-9, "1 request in 20 ms after an event while holding: its lockout, not a limit of 50")
 	// One episode only: a limit that dropped looks the same where the
 	// machine is loaded, and the next refusal measures it.
-	sent(g, outcomeOK, g.sending(), 7030*time.Millisecond, 7500*time.Millisecond, 24)
-	g.observeSent(at(7500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 7030*time.Millisecond, 7500*time.Millisecond, 24)
+	g.Observe(at(7500*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 50, g.Limit(), 1e-9, "refused again after a success, 0.5 s after the event: 25 requests measure 50")
 
 	// Where the server is not known to count refusals, the same refusal
 	// is an event: 20 requests in 0.6 s measure 33.
 	g = probeCrossed(t, 0)
-	sent(g, outcomeOK, g.sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20)
-	g.observeSent(at(5100*time.Millisecond), outcomeThrottled, 0, g.sending(), 0)
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20)
+	g.Observe(at(5100*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 100.0/3, g.Limit(), 0.5, "an event while holding")
 }
 
@@ -548,10 +548,10 @@ func TestGentleRidesOutALockout(t *testing.T) {
 func probeCrossed(t *testing.T, wary uint8) *Gentle {
 	t.Helper()
 	g := NewGentle(epoch)
-	g.recall(at(0), 100, false, 0) // W = 100, held 4 s
+	g.Recall(at(0), Recalled{Limit: 100}) // W = 100, held 4 s
 	g.wary = wary
-	sent(g, outcomeOK, g.sending(), 0, 4500*time.Millisecond, 450)
-	g.observeSent(at(4500*time.Millisecond), outcomeThrottled, 0, g.sending(), 0) // the probe's crossing
+	sent(g, OK, g.Sending(), 0, 4500*time.Millisecond, 450)
+	g.Observe(at(4500*time.Millisecond), Throttled, 0, g.Sending(), 0) // the probe's crossing
 	require.InDelta(t, 100, g.Limit(), 1e-9)
 	require.NotZero(t, g.crossed)
 	return g

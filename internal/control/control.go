@@ -1,0 +1,182 @@
+// Package control holds polite's send-rate controllers: Gentle, the
+// default, which measures a server's limit and holds just below it; Cubic,
+// the AWS SDKs' adaptive mode number for number; and AIMD. A key's
+// controller hears the outcome of every attempt and says the rate its
+// bucket paces at. The engine reaches a controller only through
+// [Controller]: its first contact, its recall from a memory and what it
+// knows worth remembering are the controller's to say.
+//
+// The package knows nothing of HTTP: an outcome is a success, a throttle
+// or a failure that says nothing of the rate.
+package control
+
+import (
+	"math"
+	"time"
+)
+
+// An Outcome is what an attempt says of the server's rate.
+type Outcome int8
+
+// The outcomes.
+const (
+	OK        Outcome = iota // the server answered, and did not throttle
+	Throttled                // the server throttled: 429, 503 with Retry-After, a spent quota's 403
+	Failed                   // a 5xx that is no throttle, or a transport error: nothing of the rate
+)
+
+// A Mark is what a controller says of the moment an attempt is sent (see
+// [Controller.Sending]), handed back with the attempt's outcome.
+type Mark uint32
+
+// NoMark stands for an attempt whose sending is unknown: a throttle within
+// a second of the last event, or before a success since, belongs to it.
+const NoMark Mark = math.MaxUint32
+
+// A Rate is what a controller says after an outcome: the rate to send at,
+// in requests per second, how many requests the key's bucket may hold, and
+// whether they apply (controllers limit nothing until the server first
+// throttles). Forgot reports that the controller has just forgotten a
+// limit a memory gave: the key starts over, as one with no history.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+	Enabled   bool
+	Forgot    bool
+}
+
+// A Controller sets a key's send rate from the outcomes of its attempts.
+// Its methods are safe for concurrent use.
+type Controller interface {
+	// Observe feeds the outcome o of one attempt that ended at now, the
+	// limit the server states (requests per second; 0 if none), what
+	// Sending said as the attempt was sent (NoMark if unknown) and its
+	// round trip (0 if unknown), and returns the rate to send at.
+	Observe(now time.Time, o Outcome, stated float64, sent Mark, rtt time.Duration) Rate
+
+	// Sending returns what an attempt sent now hands back to Observe;
+	// NoMark for a controller that does not tell attempts apart.
+	Sending() Mark
+
+	// Timed reports whether the round trips of attempts matter to the
+	// controller: the engine reads the clock for them only then.
+	Timed() bool
+
+	// ServerLimit returns the server's limit as the controller knows it
+	// (stated, or measured by throttles), in requests per second; 0 while
+	// it is unknown. A call is refused a wait only if it cannot end in
+	// time at this rate, not at the controller's own, which may be lower
+	// for a while.
+	ServerLimit() float64
+
+	// Estimate returns the controller's estimate of the server's limit
+	// for a key's status: its rate at the last throttle, or what it
+	// measured; 0 until the first throttle.
+	Estimate() float64
+
+	// StartRate returns the rate at which a key with no history is paced
+	// at now, its first contact, and the burst its bucket holds; false
+	// once the first contact is over, or for a controller that has none.
+	StartRate(now time.Time) (perSecond float64, burst int, ok bool)
+
+	// Grown returns the rate at now where the controller's rate grows
+	// with time alone (Gentle finding the limit), so that calls waiting
+	// for a token see it grow though few answers come back; false
+	// otherwise.
+	Grown(now time.Time) (float64, bool)
+
+	// Recall starts the controller at now from a limit a memory kept (see
+	// [Recalled]) and returns the rate to start at; false for a
+	// controller that does not recall.
+	Recall(now time.Time, r Recalled) (float64, bool)
+
+	// Known returns what the controller knows of the server's limit that
+	// is worth remembering at now: 0 if nothing.
+	Known(now time.Time) Known
+}
+
+// Recalled is a limit a memory kept: Limit requests per second (stated
+// reports that the server stated it), which had stood that long.
+type Recalled struct {
+	Limit  float64
+	Stated bool
+	Stood  time.Duration
+}
+
+// Known is what a controller knows worth remembering: the server's limit
+// (0 if unknown), whether the server stated it, and how long a measured
+// limit has stood, in whole seconds.
+type Known struct {
+	Limit  float64
+	Stated bool
+	Stood  uint32
+}
+
+// A Kind is which controller every key of a Transport has.
+type Kind int8
+
+// The kinds, in the order of polite's AdaptiveMode.
+const (
+	KindGentle Kind = iota
+	KindCubic
+	KindAIMD
+	KindOff
+)
+
+// A Cell holds one key's Gentle, inline, so that a key's state is one
+// allocation (a crawler holds one per host). Cubic and AIMD live behind a
+// pointer the key keeps with the parts few keys need.
+type Cell struct {
+	gentle Gentle
+}
+
+// Init makes a key's controller of kind k, created at now: Gentle in c,
+// the others in *other.
+func (k Kind) Init(c *Cell, other *Controller, now time.Time) {
+	switch k {
+	case KindGentle:
+		c.gentle.Init(now)
+	case KindCubic:
+		*other = NewCubic(now)
+	case KindAIMD:
+		*other = NewAIMD(now)
+	}
+}
+
+// Of returns a key's controller under kind k, kept in c or other as Init
+// made it; nil under KindOff.
+func (k Kind) Of(c *Cell, other Controller) Controller {
+	switch k {
+	case KindGentle:
+		return &c.gentle
+	case KindOff:
+		return nil
+	}
+	return other
+}
+
+// Gentle returns the Gentle of c, for a test that looks inside it.
+func (c *Cell) Gentle() *Gentle { return &c.gentle }
+
+// plain gives a controller the methods of one that tells no attempts
+// apart, times no round trips, opens no first contact, grows only with
+// outcomes, and remembers nothing: Cubic and AIMD.
+type plain struct{}
+
+// Sending returns NoMark.
+func (plain) Sending() Mark { return NoMark }
+
+// Timed reports false.
+func (plain) Timed() bool { return false }
+
+// StartRate reports false.
+func (plain) StartRate(time.Time) (float64, int, bool) { return 0, 0, false }
+
+// Grown reports false.
+func (plain) Grown(time.Time) (float64, bool) { return 0, false }
+
+// Recall reports false.
+func (plain) Recall(time.Time, Recalled) (float64, bool) { return 0, false }
+
+// Known returns nothing.
+func (plain) Known(time.Time) Known { return Known{} }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // The path of one call, in order: RoundTrip (transport.go) makes a call
@@ -266,7 +267,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		return failure{timeout: timeout, unsent: Unprocessed(err)}, retry
 	}
 	code := resp.StatusCode
-	s := ParseSignals(resp.Header, now)
+	s := signals.Parse(resp.Header, now)
 	spent := s.HasQuota && s.Quota.Remaining < 1
 	throttled := code == http.StatusTooManyRequests ||
 		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
@@ -331,7 +332,7 @@ func (c *call) observe(ks *keyState, now time.Time, o control.Outcome, stated fl
 // whole key if the server named none or said the limit is global. (A quota
 // reported spent holds its calls through the quota itself.) It returns the
 // limit the quota states, in requests per second; 0 if it states none.
-func (c *call) heed(ks *keyState, s *Signals, throttled bool, now time.Time) (stated float64) {
+func (c *call) heed(ks *keyState, s *signals.Signals, throttled bool, now time.Time) (stated float64) {
 	var q *serverQuota
 	switch {
 	case s.Bucket != "":
@@ -346,11 +347,11 @@ func (c *call) heed(ks *keyState, s *Signals, throttled bool, now time.Time) (st
 		// it is full again. Its limit over the window it refills in paces
 		// the key; what is left is not counted down to the reset, and once
 		// it is spent, a request may go again when one unit is back.
-		if w, ok := refillWindow(*quota, now, 0); ok && quota.Window == 0 {
+		if w, ok := signals.RefillWindow(*quota, now, 0); ok && quota.Window == 0 {
 			quota.Window = w
 		}
 		if quota.Remaining < 1 {
-			quota.Reset = quota.renewal(now)
+			quota.Reset = quota.Renewal(now)
 		} else {
 			quota.Reset = time.Time{}
 		}

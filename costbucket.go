@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // defaultCostWindow is how long a quota counted in a unit other than
@@ -315,7 +317,7 @@ func (cs *costState) retract(h *costHold) bool {
 //
 // Under a fleet that books the costs, f and key name it: the most each
 // quota can hold now, by the reading, is told to it.
-func (cs *costState) sync(now time.Time, sent costMark, quotas []Quota, own costVec, ownSeq uint64, f Fleet, key string) {
+func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, own costVec, ownSeq uint64, f Fleet, key string) {
 	if len(quotas) == 0 {
 		return
 	}
@@ -352,7 +354,7 @@ func (cs *costState) sync(now time.Time, sent costMark, quotas []Quota, own cost
 // level is kept where it is if it lies within what the reading allows,
 // and brought to the nearest bound of that if not: the ledger knows the
 // key's own takings better than a reading whose turn is uncertain.
-func (b *costBucket) sync(now, sent time.Time, q Quota, own, since, early, late float64) (bool, float64) {
+func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, early, late float64) (bool, float64) {
 	if q.Remaining < 0 || math.IsNaN(q.Remaining) || math.IsInf(q.Remaining, 0) {
 		return false, math.NaN()
 	}
@@ -414,8 +416,8 @@ func (b *costBucket) sync(now, sent time.Time, q Quota, own, since, early, late 
 // learn learns how long b takes to refill from q, a response's reading of
 // a bucket that refills, at now (see refillWindow); a window learnt stands
 // unless a reading disagrees with it by far.
-func (b *costBucket) learn(q Quota, now time.Time, slack float64) {
-	per, ok := refillWindow(q, now, slack)
+func (b *costBucket) learn(q signals.Quota, now time.Time, slack float64) {
+	per, ok := signals.RefillWindow(q, now, slack)
 	if !ok || b.learnt && b.per > 0 && math.Abs(per.Seconds()/b.per.Seconds()-1) <= costSnap {
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // estimateCost sets the call's cost, stated on its context or told by the
@@ -221,7 +223,7 @@ func (c *call) fleetCosts(ks *keyState) ([]FleetCost, error) {
 // throttle gives back the cost it took (the server did not admit it);
 // the quotas the headers state set the buckets; and a response handed on
 // carries the cost to be settled when its body is done with.
-func (c *call) judgeCost(resp *http.Response, s *Signals, throttled bool, now time.Time) {
+func (c *call) judgeCost(resp *http.Response, s *signals.Signals, throttled bool, now time.Time) {
 	h := c.cost.hold
 	c.cost.hold = nil
 	var cs *costState
@@ -330,7 +332,7 @@ func (b *costBody) finish() {
 	// The quotas a body states count what it cost, and nothing taken
 	// before now is missing from them; the settlements of the requests
 	// answered near it may be, or not (see bodyMark).
-	h.cs.sync(now, h.cs.bodyMark(h, now), u.Quotas, costVec{}, h.mark.seq, h.fleet, h.key)
+	h.cs.sync(now, h.cs.bodyMark(h, now), internalQuotas(u.Quotas), costVec{}, h.mark.seq, h.fleet, h.key)
 }
 
 // settle settles the cost to actual, as the caller tells it (told), and

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // TestPropertyWindow drives a windowLog (WithWindow) through random
@@ -84,7 +86,7 @@ func TestPropertyServerQuota(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, time.Second)) },
 			"response": func(t *rapid.T) {
-				quota := Quota{
+				quota := signals.Quota{
 					Limit:     float64(rapid.IntRange(0, 100).Draw(t, "limit")),
 					Remaining: float64(rapid.IntRange(0, 100).Draw(t, "remaining")),
 					Window:    time.Duration(rapid.SampledFrom([]int64{0, int64(time.Second), int64(time.Minute), int64(time.Hour)}).Draw(t, "window")),
@@ -173,7 +175,7 @@ func TestPropertyServerQuota(t *testing.T) {
 func TestPropertyServerQuotaReleaseDuringRetryAfter(t *testing.T) {
 	var q serverQuota
 	now := propertyStart
-	q.sync(now, Quota{Remaining: 1, Reset: now.Add(time.Minute)})
+	q.sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)})
 	_, spent, took := q.reserve(now, 1, false)
 	if spent || !took {
 		t.Fatalf("reserve = spent %v, took %v; want a place counted down", spent, took)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // quotaMargin is the share of the server's quota that pacing leaves
@@ -66,7 +68,7 @@ type serverQuota struct {
 // returns the quota's rate, its limit over its window in requests per
 // second (0 if unknown). The requests still in flight are not in the
 // server's count yet.
-func (q *serverQuota) sync(now time.Time, quota Quota) float64 {
+func (q *serverQuota) sync(now time.Time, quota signals.Quota) float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if quota.Limit > 0 {

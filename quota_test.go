@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -24,7 +26,7 @@ func drain(q *serverQuota, now time.Time, n int) []time.Duration {
 
 func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Remaining: 10, Reset: at(10 * time.Second)})
+	q.sync(epoch, signals.Quota{Remaining: 10, Reset: at(10 * time.Second)})
 	waits := drain(&q, epoch, 3)
 	gap := 1 / (1 - quotaMargin) // seconds
 	assert.InDelta(t, 0, waits[0].Seconds(), 1e-9)
@@ -36,7 +38,7 @@ func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
 
 func TestQuotaSpentWaitsForTheReset(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Remaining: 0, Reset: at(5 * time.Second)})
+	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(5 * time.Second)})
 	wait, spent, took := q.reserve(epoch, 1, false)
 	assert.Equal(t, 5*time.Second, wait)
 	assert.True(t, spent)
@@ -50,7 +52,7 @@ func TestQuotaCountsRequestsInFlight(t *testing.T) {
 	var q serverQuota
 	drain(&q, epoch, 3) // three requests out when the answer to an earlier one says 3 left
 	assert.Equal(t, 3, q.inflight)
-	q.sync(epoch, Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	q.sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
 	_, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent, "the three in flight will take them")
 	q.answered()
@@ -72,13 +74,13 @@ func TestQuotaInAFleetCountsTheOthersInFlight(t *testing.T) {
 		for range 2 { // two of this process's out before anything is known
 			q.reserve(epoch, 0.25, true)
 		}
-		q.sync(epoch, Quota{Remaining: c.remaining, Reset: at(10 * time.Second)})
+		q.sync(epoch, signals.Quota{Remaining: c.remaining, Reset: at(10 * time.Second)})
 		_, spent, _ := q.reserve(epoch, 0.25, true)
 		assert.Equal(t, c.spent, spent, "%v left by the server's count, 2 of this process's and about 6 of the others' out", c.remaining)
 	}
 	var alone serverQuota
 	drain(&alone, epoch, 2)
-	alone.sync(epoch, Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	alone.sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
 	_, spent, _ := alone.reserve(epoch, 1, false)
 	assert.False(t, spent, "alone, its own two are all that is out")
 }
@@ -86,7 +88,7 @@ func TestQuotaInAFleetCountsTheOthersInFlight(t *testing.T) {
 func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 	var q serverQuota
 	// Plenty left, but the server's limit is 10 a second.
-	q.sync(epoch, Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
+	q.sync(epoch, signals.Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
 	waits := drain(&q, epoch, 3)
 	gap := 0.1 / (1 - quotaMargin)
 	assert.InDelta(t, gap, waits[1].Seconds(), 1e-9)
@@ -102,7 +104,7 @@ func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 // latest.
 func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
+	q.sync(epoch, signals.Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
 	waits := drain(&q, epoch, 2)
 	assert.InDelta(t, 9.0/9/(1-quotaMargin), waits[1].Seconds(), 1e-3)
 	drain(&q, epoch, 7)
@@ -110,7 +112,7 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait, "until the reset")
 
-	q.sync(at(10*time.Second), Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
+	q.sync(at(10*time.Second), signals.Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
 	wait, spent, _ = q.reserve(at(10*time.Second), 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, time.Second, wait, "still spent at the reset: until the latest")
@@ -122,7 +124,7 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 // little.
 func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
+	q.sync(epoch, signals.Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
 	waits := drain(&q, epoch, 10)
 	gap := 0.01 / (1 - quotaMargin)
 	for i, w := range waits {
@@ -135,7 +137,7 @@ func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 	for i, d := range []time.Duration{0, 100, 200, 800, 900, 950} {
 		now := at(d * time.Millisecond)
 		reset := at(time.Duration(1+i/3) * time.Second)
-		q.sync(now, Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
+		q.sync(now, signals.Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
 	}
 	assert.Equal(t, time.Second, q.window)
 	wait, spent, _ := q.reserve(at(950*time.Millisecond), 1, false)
@@ -150,7 +152,7 @@ func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
 	var q serverQuota
 	for i := range 5 {
 		now := at(time.Duration(i) * 10 * time.Millisecond)
-		q.sync(now, Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
+		q.sync(now, signals.Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
 	}
 	assert.Zero(t, q.window)
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
@@ -163,7 +165,7 @@ func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
 func TestQuotaLearnsTheWindow(t *testing.T) {
 	var q serverQuota
 	step := func(d time.Duration, remaining float64, reset time.Duration) {
-		q.sync(at(d), Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
+		q.sync(at(d), signals.Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
 	}
 	step(0, 31, 4*time.Second)
 	step(time.Second, 30, 4*time.Second)
@@ -186,7 +188,7 @@ func TestQuotaLearnsTheWindow(t *testing.T) {
 
 func TestQuotaReleaseGivesBack(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Remaining: 1, Reset: at(10 * time.Second)})
+	q.sync(epoch, signals.Quota{Remaining: 1, Reset: at(10 * time.Second)})
 	_, _, took := q.reserve(epoch, 1, false)
 	assert.True(t, took)
 	_, spent, _ := q.reserve(epoch, 1, false)
@@ -199,27 +201,27 @@ func TestQuotaReleaseGivesBack(t *testing.T) {
 func TestQuotaHostileOrBrokenResets(t *testing.T) {
 	var q serverQuota
 	// Spent until a reset ten years out: held an hour at most.
-	q.sync(epoch, Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
+	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
 	wait, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, maxPause, wait)
 
 	// Spent with a reset already past: a one-second hint, not a licence.
 	q = serverQuota{}
-	q.sync(epoch, Quota{Remaining: 0, Reset: at(-time.Minute)})
+	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
 	wait, spent, _ = q.reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, quotaHint, wait)
 
-	// Quota left but no reset: nothing to pace by.
+	// signals.Quota left but no reset: nothing to pace by.
 	q = serverQuota{}
-	q.sync(epoch, Quota{Remaining: 5})
+	q.sync(epoch, signals.Quota{Remaining: 5})
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
 }
 
 func TestQuotaExhaust(t *testing.T) {
 	var q serverQuota
-	q.sync(epoch, Quota{Remaining: 50, Reset: at(time.Minute)})
+	q.sync(epoch, signals.Quota{Remaining: 50, Reset: at(time.Minute)})
 	q.exhaust(at(10 * time.Second))
 	wait, spent, _ := q.reserve(epoch, 1, false)
 	assert.True(t, spent)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // Crawl-delay, read from robots.txt under WithCrawlDelay.
@@ -253,19 +255,19 @@ func parseRobots(r io.Reader, agent string) time.Duration {
 		var d time.Duration
 		switch key {
 		case "crawl-delay":
-			f, ok := parseDecimal(value)
+			f, ok := signals.ParseDecimal(value)
 			if !ok {
 				continue
 			}
-			d, _ = seconds(min(f, robotsMaxDelay.Seconds()))
+			d, _ = signals.Seconds(min(f, robotsMaxDelay.Seconds()))
 		case "request-rate": // "1/5": one request every five seconds
 			n, per, ok := strings.Cut(value, "/")
-			reqs, okN := parseDecimal(strings.TrimSpace(n))
-			secs, okS := parseDecimal(strings.TrimSuffix(strings.TrimSpace(per), "s"))
+			reqs, okN := signals.ParseDecimal(strings.TrimSpace(n))
+			secs, okS := signals.ParseDecimal(strings.TrimSuffix(strings.TrimSpace(per), "s"))
 			if !ok || !okN || !okS || reqs == 0 {
 				continue
 			}
-			d, _ = seconds(min(secs/reqs, robotsMaxDelay.Seconds()))
+			d, _ = signals.Seconds(min(secs/reqs, robotsMaxDelay.Seconds()))
 		default:
 			continue
 		}

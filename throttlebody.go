@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // MaxThrottleHead is the most of a response body's head that
@@ -39,7 +41,7 @@ type throttleBody struct {
 // body under WithThrottleBody, reading the body's head and putting it back
 // in front of the rest; a Retry-After it tells goes into s, unless the
 // headers had one.
-func (c *call) bodyThrottle(resp *http.Response, s *Signals) bool {
+func (c *call) bodyThrottle(resp *http.Response, s *signals.Signals) bool {
 	tb := c.t.cfg.throttleBody
 	if tb.read == nil || resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil || resp.Body == http.NoBody {
 		return false

@@ -1,4 +1,4 @@
-package polite
+package signals
 
 import "strings"
 
@@ -182,7 +182,7 @@ func sfString(item string) (string, bool) {
 
 // sfNumber returns the value of a non-negative integer or decimal item.
 func sfNumber(item string) (float64, bool) {
-	return parseDecimal(item)
+	return ParseDecimal(item)
 }
 
 // trimOWS trims spaces and tabs from both ends of s.

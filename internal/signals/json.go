@@ -1,4 +1,4 @@
-package polite
+package signals
 
 import (
 	"encoding/json"
@@ -156,7 +156,7 @@ func (w quotaJSON) quota() (Quota, error) {
 
 // jsonSeconds converts the seconds of a JSON field to a Duration.
 func jsonSeconds(field string, f float64) (time.Duration, error) {
-	d, ok := seconds(f)
+	d, ok := Seconds(f)
 	if !ok {
 		return 0, fmt.Errorf("polite: %s: %v seconds is not a duration polite can hold", field, f)
 	}

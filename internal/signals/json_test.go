@@ -1,4 +1,4 @@
-package polite
+package signals
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func TestSignalsJSONRoundTrips(t *testing.T) {
 	}
 	for name, kv := range cases {
 		t.Run(name, func(t *testing.T) {
-			want := ParseSignals(headers(kv...), vectorNow)
+			want := Parse(headers(kv...), vectorNow)
 			b, err := json.Marshal(want)
 			require.NoError(t, err)
 			var got Signals
@@ -35,7 +35,7 @@ func TestSignalsJSONRoundTrips(t *testing.T) {
 }
 
 func TestSignalsJSONNames(t *testing.T) {
-	s := ParseSignals(headers("RateLimit-Policy", `"day";q=1000;w=86400;qu="requests"`, "RateLimit", `"day";r=3;t=600`, "Retry-After", "1.5"), vectorNow)
+	s := Parse(headers("RateLimit-Policy", `"day";q=1000;w=86400;qu="requests"`, "RateLimit", `"day";r=3;t=600`, "Retry-After", "1.5"), vectorNow)
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
 	var m map[string]any
@@ -92,6 +92,6 @@ func TestIsSignalHeader(t *testing.T) {
 		"Content-Type": false, "X-RateLimit-Foo": false, "x-ratelimit-limit-bananas": false,
 		"anthropic-ratelimit-cats-limit": false, "": false,
 	} {
-		assert.Equal(t, want, IsSignalHeader(name), name)
+		assert.Equal(t, want, IsHeader(name), name)
 	}
 }

@@ -1,4 +1,4 @@
-package polite
+package signals
 
 import (
 	"math"
@@ -96,10 +96,10 @@ func TestLongDatesAreNotParsed(t *testing.T) {
 }
 
 func TestParseRetryAfterFirstValueCounts(t *testing.T) {
-	s := ParseSignals(http.Header{"Retry-After": {"5", "100"}}, testNow)
+	s := Parse(http.Header{"Retry-After": {"5", "100"}}, testNow)
 	assert.True(t, s.HasRetryAfter)
 	assert.Equal(t, 5*time.Second, s.RetryAfter)
-	assert.False(t, ParseSignals(http.Header{}, testNow).HasRetryAfter)
+	assert.False(t, Parse(http.Header{}, testNow).HasRetryAfter)
 }
 
 func FuzzParseRetryAfter(f *testing.F) {

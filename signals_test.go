@@ -16,8 +16,9 @@ import (
 func TestSignalsMirrorTheEngines(t *testing.T) {
 	names := func(v any) []string {
 		var out []string
-		for f := range reflect.TypeOf(v).Fields() {
-			out = append(out, f.Name)
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			out = append(out, typ.Field(i).Name)
 		}
 		return out
 	}
@@ -25,8 +26,8 @@ func TestSignalsMirrorTheEngines(t *testing.T) {
 	q := Quota{Limit: 1, Remaining: 2, Reset: time.Unix(3, 0), Slack: 4, Window: 5, Policy: "p", Unit: UnitTokens, Refill: true}
 	s := Signals{RetryAfter: 1, HasRetryAfter: true, RetryAfterSlack: 2, Quota: q, HasQuota: true,
 		Quotas: []Quota{q}, Bucket: "b", Global: true, Cached: true}
-	for f := range reflect.TypeOf(s).Fields() {
-		assert.False(t, reflect.ValueOf(s).FieldByIndex(f.Index).IsZero(), "the test sets every field: %s", f.Name)
+	for i := range reflect.TypeOf(s).NumField() {
+		assert.False(t, reflect.ValueOf(s).Field(i).IsZero(), "the test sets every field: %s", reflect.TypeOf(s).Field(i).Name)
 	}
 	assert.Equal(t, s, signalsOf(s.internal()))
 }

@@ -24,3 +24,16 @@ func WithSeed(seed uint64) Option {
 // MaxInWindow returns the most of sorted (in order) that lie in one
 // interval (t-per, t]. For tests only.
 func MaxInWindow(sorted []time.Time, per time.Duration) int { return maxInWindow(sorted, per) }
+
+// maxInWindow returns the most instants of sorted that lie in one
+// half-open interval (t-per, t].
+func maxInWindow(sorted []time.Time, per time.Duration) int {
+	most, lo := 0, 0
+	for hi, t := range sorted {
+		for !sorted[lo].After(t.Add(-per)) {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}

@@ -1,4 +1,4 @@
-package polite
+package quota
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/signals"
 )
 
@@ -15,20 +16,20 @@ var epoch = time.Unix(1_700_000_000, 0)
 func at(d time.Duration) time.Time { return epoch.Add(d) }
 
 // drain reserves n places at now and returns their waits.
-func drain(q *serverQuota, now time.Time, n int) []time.Duration {
+func drain(q *Quota, now time.Time, n int) []time.Duration {
 	var waits []time.Duration
 	for range n {
-		w, _, _ := q.reserve(now, 1, false)
+		w, _, _ := q.Reserve(now, 1, false)
 		waits = append(waits, w)
 	}
 	return waits
 }
 
 func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Remaining: 10, Reset: at(10 * time.Second)})
+	var q Quota
+	q.Sync(epoch, signals.Quota{Remaining: 10, Reset: at(10 * time.Second)})
 	waits := drain(&q, epoch, 3)
-	gap := 1 / (1 - quotaMargin) // seconds
+	gap := 1 / (1 - Margin) // seconds
 	assert.InDelta(t, 0, waits[0].Seconds(), 1e-9)
 	assert.InDelta(t, gap, waits[1].Seconds(), 1e-3, "10 left in 10s: about one a second")
 	// Reserved at the same instant, the third counts 9 left over the same
@@ -37,25 +38,25 @@ func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
 }
 
 func TestQuotaSpentWaitsForTheReset(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(5 * time.Second)})
-	wait, spent, took := q.reserve(epoch, 1, false)
+	var q Quota
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(5 * time.Second)})
+	wait, spent, took := q.Reserve(epoch, 1, false)
 	assert.Equal(t, 5*time.Second, wait)
 	assert.True(t, spent)
 	assert.False(t, took)
-	wait, spent, _ = q.reserve(at(5*time.Second), 1, false)
+	wait, spent, _ = q.Reserve(at(5*time.Second), 1, false)
 	assert.Zero(t, wait, "renewed: nothing known, nothing paced")
 	assert.False(t, spent)
 }
 
 func TestQuotaCountsRequestsInFlight(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	drain(&q, epoch, 3) // three requests out when the answer to an earlier one says 3 left
 	assert.Equal(t, 3, q.inflight)
-	q.sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
-	_, spent, _ := q.reserve(epoch, 1, false)
+	q.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	_, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent, "the three in flight will take them")
-	q.answered()
+	q.Answered()
 	assert.Equal(t, 2, q.inflight)
 }
 
@@ -70,27 +71,27 @@ func TestQuotaInAFleetCountsTheOthersInFlight(t *testing.T) {
 		remaining float64
 		spent     bool
 	}{{8, true}, {9, false}} {
-		var q serverQuota
+		var q Quota
 		for range 2 { // two of this process's out before anything is known
-			q.reserve(epoch, 0.25, true)
+			q.Reserve(epoch, 0.25, true)
 		}
-		q.sync(epoch, signals.Quota{Remaining: c.remaining, Reset: at(10 * time.Second)})
-		_, spent, _ := q.reserve(epoch, 0.25, true)
+		q.Sync(epoch, signals.Quota{Remaining: c.remaining, Reset: at(10 * time.Second)})
+		_, spent, _ := q.Reserve(epoch, 0.25, true)
 		assert.Equal(t, c.spent, spent, "%v left by the server's count, 2 of this process's and about 6 of the others' out", c.remaining)
 	}
-	var alone serverQuota
+	var alone Quota
 	drain(&alone, epoch, 2)
-	alone.sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
-	_, spent, _ := alone.reserve(epoch, 1, false)
+	alone.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	_, spent, _ := alone.Reserve(epoch, 1, false)
 	assert.False(t, spent, "alone, its own two are all that is out")
 }
 
 func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	// Plenty left, but the server's limit is 10 a second.
-	q.sync(epoch, signals.Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
+	q.Sync(epoch, signals.Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
 	waits := drain(&q, epoch, 3)
-	gap := 0.1 / (1 - quotaMargin)
+	gap := 0.1 / (1 - Margin)
 	assert.InDelta(t, gap, waits[1].Seconds(), 1e-9)
 	assert.InDelta(t, 2*gap, waits[2].Seconds(), 1e-9)
 	// The ceiling outlives the reset.
@@ -103,17 +104,17 @@ func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 // until the reset, and if the server still says spent then, until the
 // latest.
 func TestQuotaAimsBeforeASlackReset(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
+	var q Quota
+	q.Sync(epoch, signals.Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
 	waits := drain(&q, epoch, 2)
-	assert.InDelta(t, 9.0/9/(1-quotaMargin), waits[1].Seconds(), 1e-3)
+	assert.InDelta(t, 9.0/9/(1-Margin), waits[1].Seconds(), 1e-3)
 	drain(&q, epoch, 7)
-	wait, spent, _ := q.reserve(epoch, 1, false)
+	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait, "until the reset")
 
-	q.sync(at(10*time.Second), signals.Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
-	wait, spent, _ = q.reserve(at(10*time.Second), 1, false)
+	q.Sync(at(10*time.Second), signals.Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
+	wait, spent, _ = q.Reserve(at(10*time.Second), 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, time.Second, wait, "still spent at the reset: until the latest")
 }
@@ -123,24 +124,24 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 // not counted down: a token bucket's level, or a second's count, says too
 // little.
 func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
+	var q Quota
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
 	waits := drain(&q, epoch, 10)
-	gap := 0.01 / (1 - quotaMargin)
+	gap := 0.01 / (1 - Margin)
 	for i, w := range waits {
 		assert.InDelta(t, float64(i)*gap, w.Seconds(), 1e-6, "request %d", i)
 	}
 
 	// Unstated, the window is the step of a reset that stayed put to the
 	// next; a reset never far against its rounding is not counted down.
-	q = serverQuota{}
+	q = Quota{}
 	for i, d := range []time.Duration{0, 100, 200, 800, 900, 950} {
 		now := at(d * time.Millisecond)
 		reset := at(time.Duration(1+i/3) * time.Second)
-		q.sync(now, signals.Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
+		q.Sync(now, signals.Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
 	}
 	assert.Equal(t, time.Second, q.window)
-	wait, spent, _ := q.reserve(at(950*time.Millisecond), 1, false)
+	wait, spent, _ := q.Reserve(at(950*time.Millisecond), 1, false)
 	assert.False(t, spent, "a spent 1-second window says too little to hold the key")
 	assert.Zero(t, wait)
 }
@@ -149,10 +150,10 @@ func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 // bucket's time to refill, rounded up) ends no window: its limit (a
 // burst, for such a server) gives no ceiling.
 func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	for i := range 5 {
 		now := at(time.Duration(i) * 10 * time.Millisecond)
-		q.sync(now, signals.Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
+		q.Sync(now, signals.Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
 	}
 	assert.Zero(t, q.window)
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
@@ -163,9 +164,9 @@ func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
 // resets, make longer ones), and the limit over it paces the key once the
 // quota is renewed.
 func TestQuotaLearnsTheWindow(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	step := func(d time.Duration, remaining float64, reset time.Duration) {
-		q.sync(at(d), signals.Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
+		q.Sync(at(d), signals.Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
 	}
 	step(0, 31, 4*time.Second)
 	step(time.Second, 30, 4*time.Second)
@@ -181,50 +182,50 @@ func TestQuotaLearnsTheWindow(t *testing.T) {
 	step(46*time.Second, 59, 55*time.Second)
 	step(47*time.Second, 58, 55*time.Second)
 	assert.Equal(t, 10*time.Second, q.window, "a longer step after an idle spell")
-	q.exhaust(at(60 * time.Second))
+	q.Exhaust(at(60 * time.Second))
 	waits := drain(&q, at(60*time.Second), 2)
-	assert.InDelta(t, 10.0/60/(1-quotaMargin), waits[1].Seconds(), 1e-6)
+	assert.InDelta(t, 10.0/60/(1-Margin), waits[1].Seconds(), 1e-6)
 }
 
 func TestQuotaReleaseGivesBack(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Remaining: 1, Reset: at(10 * time.Second)})
-	_, _, took := q.reserve(epoch, 1, false)
+	var q Quota
+	q.Sync(epoch, signals.Quota{Remaining: 1, Reset: at(10 * time.Second)})
+	_, _, took := q.Reserve(epoch, 1, false)
 	assert.True(t, took)
-	_, spent, _ := q.reserve(epoch, 1, false)
+	_, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
-	q.release(took)
-	_, spent, _ = q.reserve(epoch, 1, false)
+	q.Release(took)
+	_, spent, _ = q.Reserve(epoch, 1, false)
 	assert.False(t, spent)
 }
 
 func TestQuotaHostileOrBrokenResets(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	// Spent until a reset ten years out: held an hour at most.
-	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
-	wait, spent, _ := q.reserve(epoch, 1, false)
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
+	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
-	assert.Equal(t, maxPause, wait)
+	assert.Equal(t, gate.MaxPause, wait)
 
 	// Spent with a reset already past: a one-second hint, not a licence.
-	q = serverQuota{}
-	q.sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
-	wait, spent, _ = q.reserve(epoch, 1, false)
+	q = Quota{}
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
+	wait, spent, _ = q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
-	assert.Equal(t, quotaHint, wait)
+	assert.Equal(t, hint, wait)
 
 	// signals.Quota left but no reset: nothing to pace by.
-	q = serverQuota{}
-	q.sync(epoch, signals.Quota{Remaining: 5})
+	q = Quota{}
+	q.Sync(epoch, signals.Quota{Remaining: 5})
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
 }
 
 func TestQuotaExhaust(t *testing.T) {
-	var q serverQuota
-	q.sync(epoch, signals.Quota{Remaining: 50, Reset: at(time.Minute)})
-	q.exhaust(at(10 * time.Second))
-	wait, spent, _ := q.reserve(epoch, 1, false)
+	var q Quota
+	q.Sync(epoch, signals.Quota{Remaining: 50, Reset: at(time.Minute)})
+	q.Exhaust(at(10 * time.Second))
+	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait)
-	assert.Equal(t, 10*time.Second, q.peek(epoch))
+	assert.Equal(t, 10*time.Second, q.Peek(epoch))
 }

@@ -1,8 +1,7 @@
-package polite
+package quota
 
 import (
 	"math"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,57 +10,7 @@ import (
 	"github.com/politehttp/polite/internal/signals"
 )
 
-// TestPropertyWindow drives a windowLog (WithWindow) through random
-// bookings, cancellations and clock moves. The sends it lets go (the
-// bookings not cancelled) are never more than n in any interval of
-// length per; bookings are never before now nor before the one before
-// them; a window with no booking in the last per lets a send go at once;
-// and a booking cancelled at once leaves its place to the next.
-func TestPropertyWindow(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 20).Draw(t, "n")
-		per := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Hour)).Draw(t, "per"))
-		var (
-			w      windowLog
-			now    = propertyStart
-			sent   []time.Time // the bookings not cancelled, in booking order
-			lastAt time.Time   // the last booking, cancelled or not
-		)
-		t.Repeat(map[string]func(*rapid.T){
-			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, per/time.Duration(n))) },
-			"book": func(t *rapid.T) {
-				idle := lastAt.IsZero() || !now.Before(lastAt.Add(per))
-				at := w.book(now, n, per)
-				if at.Before(now) || at.Before(lastAt) {
-					t.Fatalf("booked at %v, before now %v or the last booking %v", at, now, lastAt)
-				}
-				if idle && !at.Equal(now) {
-					t.Fatalf("nothing booked in the last %v, yet booked %v after now", per, at.Sub(now))
-				}
-				sent, lastAt = append(sent, at), at
-			},
-			"book and cancel": func(t *rapid.T) {
-				at := w.book(now, n, per)
-				w.cancel(at)
-				again := w.book(now, n, per)
-				if !again.Equal(at) {
-					t.Fatalf("booked %v, cancelled, and the next booking is at %v", at, again)
-				}
-				sent, lastAt = append(sent, again), again
-			},
-			"": func(t *rapid.T) {
-				if got := maxInWindow(slices.Clone(sent), per); got > n {
-					t.Fatalf("%d sends in an interval of %v, at most %d: %v", got, per, n, sent)
-				}
-				if w.total < 0 || len(w.entries) > windowSlices+1 {
-					t.Fatalf("log counts %d sends in %d entries", w.total, len(w.entries))
-				}
-			},
-		})
-	})
-}
-
-// TestPropertyServerQuota drives a serverQuota through random responses
+// TestPropertyServerQuota drives a Quota through random responses
 // (sync), reservations, releases, answers, Retry-Afters (exhaust) and
 // clock moves. Requests in flight are never negative and are what the
 // reservations left; between two responses, no more requests are counted
@@ -73,7 +22,7 @@ func TestPropertyWindow(t *testing.T) {
 func TestPropertyServerQuota(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var (
-			q    serverQuota
+			q    Quota
 			now  = propertyStart
 			held []bool // the reservations in flight, whether each was counted down
 			// budget is how many more reservations may be counted down:
@@ -95,7 +44,7 @@ func TestPropertyServerQuota(t *testing.T) {
 				if rapid.Bool().Draw(t, "reset") {
 					quota.Reset = now.Add(time.Duration(rapid.Int64Range(-int64(time.Minute), int64(2*time.Hour)).Draw(t, "ahead")))
 				}
-				q.sync(now, quota)
+				q.Sync(now, quota)
 				paused = time.Time{}
 				counted = !q.resetAt.IsZero()
 				budget = math.Inf(1)
@@ -105,7 +54,7 @@ func TestPropertyServerQuota(t *testing.T) {
 			},
 			"reserve": func(t *rapid.T) {
 				resetAt, left := q.resetAt, q.left
-				wait, spent, took := q.reserve(now, 1, false)
+				wait, spent, took := q.Reserve(now, 1, false)
 				switch {
 				case spent:
 					if resetAt.IsZero() || left >= 1 || !now.Before(resetAt) || wait != resetAt.Sub(now) {
@@ -132,7 +81,7 @@ func TestPropertyServerQuota(t *testing.T) {
 					t.Skip("none in flight")
 				}
 				i := rapid.IntRange(0, len(held)-1).Draw(t, "i")
-				q.release(held[i])
+				q.Release(held[i])
 				if held[i] {
 					budget++
 				}
@@ -143,12 +92,12 @@ func TestPropertyServerQuota(t *testing.T) {
 					t.Skip("none in flight")
 				}
 				i := rapid.IntRange(0, len(held)-1).Draw(t, "i")
-				q.answered()
+				q.Answered()
 				held = append(held[:i], held[i+1:]...)
 			},
 			"retry-after": func(t *rapid.T) {
 				until := now.Add(time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "retryAfter")))
-				q.exhaust(until)
+				q.Exhaust(until)
 				paused = maxTime(paused, until)
 				budget = q.left // nothing is left until the reset: what a response left no longer counts
 			},
@@ -173,17 +122,17 @@ func TestPropertyServerQuota(t *testing.T) {
 // back during it (release(true)) made what is left 1 again, so that the
 // next request went before the Retry-After was over.
 func TestPropertyServerQuotaReleaseDuringRetryAfter(t *testing.T) {
-	var q serverQuota
+	var q Quota
 	now := propertyStart
-	q.sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)})
-	_, spent, took := q.reserve(now, 1, false)
+	q.Sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)})
+	_, spent, took := q.Reserve(now, 1, false)
 	if spent || !took {
 		t.Fatalf("reserve = spent %v, took %v; want a place counted down", spent, took)
 	}
 	until := now.Add(time.Second)
-	q.exhaust(until)
-	q.release(took)
-	if _, spent, _ := q.reserve(now, 1, false); !spent {
+	q.Exhaust(until)
+	q.Release(took)
+	if _, spent, _ := q.Reserve(now, 1, false); !spent {
 		t.Errorf("a request went at %v, during a Retry-After until %v", now, until)
 	}
 }

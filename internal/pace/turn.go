@@ -1,0 +1,229 @@
+package pace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/gate"
+)
+
+// Admit returns when the bucket's pause and tokens let the attempt go. ctl
+// is the key's controller (nil for none: WithGlobalRate's bucket, or
+// adaptive pacing off), ceiling the WithRate rate no controller exceeds,
+// and calls the key's count of calls holding it (see startLocked). It
+// refuses at once, through w, a wait that would not end before the
+// deadline or a server pause longer than allowed; if the context is done
+// while the attempt waits, it returns the context's cause, having taken
+// no token.
+func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, calls *atomic.Int32) error {
+	b.mu.Lock()
+	if b.limiter == nil && (b.more == nil || b.more.pausedUntil == 0 && b.more.queue.Len() == 0) {
+		// A key with no history goes unpaced while its calls go one at a
+		// time; a second call that finds the first still out begins the
+		// pacing of its first contact.
+		if ctl == nil || ceiling != rate.Inf || calls.Load() <= 1 || !b.startLocked(ctl, time.Now()) {
+			b.mu.Unlock()
+			if ctl != nil && ceiling == rate.Inf && !b.is(admitted) {
+				b.mark(admitted, true) // once: a load on every call after (see startLocked)
+			}
+			return nil // nothing to wait for, and no need to read the clock
+		}
+	}
+	now := time.Now()
+	pause := b.pauseNowLocked(now)
+	if pause == 0 && b.waitingLocked() == 0 && (b.limiter == nil || b.limiter.AllowN(now, 1)) {
+		b.mu.Unlock()
+		return nil
+	}
+	if b.growLocked(ctl, now, ceiling) && pause == 0 && b.waitingLocked() == 0 && b.limiter.AllowN(now, 1) {
+		b.mu.Unlock()
+		return nil
+	}
+	n := b.waitingLocked() + 1
+	turn := b.turnWaitLocked(now, n)
+	judged := b.serverTurnLocked(now, n, ctl, ceiling)
+	b.mu.Unlock()
+	if err := w.RefuseWait(pause, judged, now); err != nil {
+		return err
+	}
+	w.TellPaced(max(pause, turn), pause, turn)
+	return b.waitTurn(w, ctl, ceiling, now.Add(max(pause, turn)))
+}
+
+// waitTurn queues the attempt for a token and returns when it has one.
+// The head of the queue sleeps until the key's pause is over and a token
+// is there; the others sleep until they become the head. told is when the
+// wait was reported to end: a wait that grows past it is reported again,
+// for what it adds.
+func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, told time.Time) error {
+	b.mu.Lock()
+	x := b.moreLocked()
+	t := x.queue.PushBack(struct{}{})
+	b.mu.Unlock()
+	taken := false
+	defer func() {
+		if !taken { // an error, or a panic in a listener: give the place up
+			b.mu.Lock()
+			x.queue.Leave(t)
+			b.mu.Unlock()
+		}
+	}()
+	var due int64 // when the head's token was due, Unix nanoseconds
+	for {
+		var (
+			now                 = time.Now()
+			pause, turn, judged time.Duration
+			sleepFor            = time.Duration(-1) // not the head: until woken
+		)
+		b.mu.Lock()
+		if x.queue.IsHead(t) {
+			growing := b.growLocked(ctl, now, ceiling)
+			pause = b.pauseNowLocked(now)
+			if pause == 0 && (b.limiter == nil || b.limiter.AllowN(b.takeAt(now, due), 1)) {
+				x.queue.Leave(t)
+				b.mu.Unlock()
+				taken = true
+				return nil
+			}
+			turn = b.turnWaitLocked(now, 1)
+			judged = b.serverTurnLocked(now, 1, ctl, ceiling)
+			sleepFor = max(pause, turn, time.Nanosecond)
+			if growing && pause < sleepFor {
+				sleepFor = max(pause, min(sleepFor, growingNap))
+			}
+			due = now.Add(sleepFor).UnixNano()
+		}
+		b.mu.Unlock()
+		if sleepFor >= 0 {
+			// The head's wait can have grown since the attempt queued: the
+			// server paused the key. It never sleeps past the deadline.
+			if err := w.RefuseWait(pause, judged, now); err != nil {
+				return err
+			}
+			if end := now.Add(sleepFor); end.Sub(told) > time.Millisecond {
+				w.TellPaced(end.Sub(told), pause, turn)
+				told = end
+			}
+		}
+		if err := t.Wait(w, sleepFor); err != nil {
+			return err
+		}
+	}
+}
+
+// takeAt returns the instant at which the head of the queue, awake at
+// now, takes its token: the instant it was due, if it has come and the
+// rate has not changed since, so that the time a sleeper takes to wake is
+// not lost to the rate (x/time/rate's bucket of one token cannot make it
+// up); now otherwise. It requires b.mu held.
+func (b *Bucket) takeAt(now time.Time, due int64) time.Time {
+	if due == 0 || due > now.UnixNano() || due < b.more.changed {
+		return now
+	}
+	return time.Unix(0, due)
+}
+
+// growLocked makes the bucket follow its controller's rate at now where
+// that rate grows with time alone (Gentle finding the limit), so that
+// attempts waiting for a token see it grow though few answers come back.
+// It reports whether the rate is growing so. It requires b.mu held.
+func (b *Bucket) growLocked(ctl control.Controller, now time.Time, ceiling rate.Limit) bool {
+	if ctl == nil || b.limiter == nil {
+		return false
+	}
+	if b.is(starting) {
+		return b.startLocked(ctl, now)
+	}
+	r, ok := ctl.Grown(now)
+	if ok {
+		b.setRateLocked(now, min(ceiling, rate.Limit(r)), int(b.burst))
+	}
+	return ok
+}
+
+// startLocked paces the key's first contact at now, under a controller
+// that opens one (ctl.StartRate) and no WithRate ceiling: the bucket,
+// made when a second call finds the first still out, follows the
+// controller's start rate; once that is over, the key goes unpaced again,
+// and its bucket is dropped. It reports whether the first contact goes
+// on. It requires b.mu held.
+func (b *Bucket) startLocked(ctl control.Controller, now time.Time) bool {
+	r, burst, ok := ctl.StartRate(now)
+	switch {
+	case ok && b.limiter == nil:
+		b.limiter, b.burst = rate.NewLimiter(rate.Limit(r), burst), int32(burst)
+		if b.is(admitted) {
+			// An attempt already out, unpaced. (Unless none was admitted
+			// yet: the call that makes the bucket is the first, and
+			// another that holds the key, not yet admitted, made it count
+			// more than one.)
+			b.limiter.AllowN(now, 1)
+		}
+		b.mark(starting, true)
+	case ok:
+		b.setRateLocked(now, rate.Limit(r), burst)
+	case b.is(starting):
+		b.mark(starting, false)
+		b.dropLocked(now)
+	}
+	return ok
+}
+
+// Follow makes the bucket follow what the key's controller ctl said at
+// now after an outcome (r), capped by the ceiling (the WithRate rate and
+// burst cap). A change of rate wakes the head of the queue, so that it
+// waits for the new rate, not the old one.
+func (b *Bucket) Follow(ctl control.Controller, r control.Rate, now time.Time, ceiling rate.Limit, cap int) {
+	if !r.Enabled {
+		switch {
+		case b.is(starting):
+			b.mu.Lock()
+			b.startLocked(ctl, now)
+			b.mu.Unlock()
+		case r.Forgot:
+			// The controller forgot a limit a memory gave: the key starts
+			// over, with a first contact, or at the ceiling.
+			b.mu.Lock()
+			if ceiling == rate.Inf {
+				b.limiter, b.burst = nil, 0
+				b.startLocked(ctl, now)
+			} else {
+				b.setRateLocked(now, ceiling, cap)
+			}
+			b.mu.Unlock()
+		}
+		return // the bucket keeps the ceiling it was made with
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mark(starting, false)
+	b.setRateLocked(now, min(ceiling, rate.Limit(r.PerSecond)), min(r.Burst, cap, math.MaxInt32))
+}
+
+// Recall makes the bucket pace at start, the rate a controller recalled
+// from a memory starts at, capped by the ceiling, its bucket holding a
+// single request (at most cap): as it is made, before any attempt.
+func (b *Bucket) Recall(now time.Time, start float64, ceiling rate.Limit, cap int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	limit, burst := min(ceiling, rate.Limit(start)), min(1, cap)
+	if b.limiter == nil {
+		b.limiter = rate.NewLimiter(limit, burst)
+	} else {
+		b.limiter.SetLimitAt(now, limit)
+		b.limiter.SetBurstAt(now, burst)
+	}
+	b.burst = int32(burst)
+}
+
+// RecallPause pauses the key until until, as a memory kept it, as the
+// bucket is made.
+func (b *Bucket) RecallPause(until int64) {
+	b.mu.Lock()
+	b.moreLocked().pausedUntil = until
+	b.mu.Unlock()
+}

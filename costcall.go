@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // estimateCost sets the call's cost, stated on its context or told by the
@@ -204,7 +206,7 @@ func (c *call) refuseCost(u unit, limit float64) error {
 
 // fleetCosts returns what the fleet books of the call's cost with its
 // send, after checking that it is not too large; nil if nothing.
-func (c *call) fleetCosts(ks *keyState) ([]FleetCost, error) {
+func (c *call) fleetCosts(ks *keyState) ([]fleetapi.Cost, error) {
 	cc := c.cost
 	if cc == nil || !cc.costly {
 		return nil, nil

@@ -8,8 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/control"
 )
 
 // maxPause bounds how long a server pause is kept, so that a hostile or
@@ -82,8 +84,8 @@ type keyExtra struct {
 	window        *windowLog              // the sends booked under WithWindow, without a fleet
 	fallbackTat   int64                   // the GCRA of the key's pacing while its fleet cannot answer, Unix nanoseconds (see fleetBooked)
 	members       int                     // the processes that sent to the key lately, as its fleet last said
-	fleetAccepted []FleetAccepted         // successes not yet told to the fleet's shared controller, by generation
-	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (FleetRequest.Owed)
+	fleetAccepted []fleetapi.Accepted     // successes not yet told to the fleet's shared controller, by generation
+	fleetOwed     int                     // sends paced locally while the fleet could not answer, not yet told to it (fleetapi.Request.Owed)
 	fleetOwn      int                     // sends the key's own controller paced in a fleet since fleetOwnAt (see ownSent)
 	fleetOwnAt    int64                   // Unix nanoseconds: when fleetOwn began counting
 	costs         *costState              // the quotas the key's server keeps in tokens or points, under WithCost

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/internal/signals"
 )
 
@@ -59,11 +60,11 @@ type costWaiter struct {
 type costHold struct {
 	cs      *costState
 	cost    costVec
-	mark    costMark // when it was taken, just before the attempt was sent
-	settled bool     // guarded by cs.mu
-	probe   bool     // the key's first contact: the others wait for its answer; guarded by cs.mu
-	fleet   Fleet    // the fleet that booked it with its send, if one did
-	key     string   // the key, in that fleet
+	mark    costMark       // when it was taken, just before the attempt was sent
+	settled bool           // guarded by cs.mu
+	probe   bool           // the key's first contact: the others wait for its answer; guarded by cs.mu
+	fleet   fleetapi.Fleet // the fleet that booked it with its send, if one did
+	key     string         // the key, in that fleet
 }
 
 // newCostState returns a key's cost state, its buckets as cfg's WithQuota
@@ -317,7 +318,7 @@ func (cs *costState) retract(h *costHold) bool {
 //
 // Under a fleet that books the costs, f and key name it: the most each
 // quota can hold now, by the reading, is told to it.
-func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, own costVec, ownSeq uint64, f Fleet, key string) {
+func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, own costVec, ownSeq uint64, f fleetapi.Fleet, key string) {
 	if len(quotas) == 0 {
 		return
 	}
@@ -337,7 +338,7 @@ func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, 
 	if raised {
 		cs.wakeHeadLocked()
 	}
-	var a []FleetAdjust
+	var a []fleetapi.Adjust
 	if f != nil {
 		a = cs.adjustsLocked(&costHold{fleet: f, key: key}, costVec{}, &atMost)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/internal/signals"
 )
 
@@ -206,7 +207,7 @@ func (c *call) refuseCost(u unit, limit float64) error {
 
 // fleetCosts returns what the fleet books of the call's cost with its
 // send, after checking that it is not too large; nil if nothing.
-func (c *call) fleetCosts(ks *keyState) ([]FleetCost, error) {
+func (c *call) fleetCosts(ks *keyState) ([]fleetapi.Cost, error) {
 	cc := c.cost
 	if cc == nil || !cc.costly {
 		return nil, nil

@@ -217,9 +217,10 @@
 // An API's limit belongs to an account, not to a process. [WithFleet]
 // shares a Transport's pacing with the other processes calling the API
 // through a store (package github.com/politehttp/polite/fleet implements
-// it on Redis): the configured and stated rates become fleet-wide, a
-// pause one process hears holds them all, and when the store cannot
-// answer each process paces at its share. [WithWindow] keeps a key to at
+// it on Redis; a store of another kind implements [fleetapi.Fleet]): the
+// configured and stated rates become fleet-wide, a pause one process
+// hears holds them all, and when the store cannot answer each process
+// paces at its share. [WithWindow] keeps a key to at
 // most n requests in any interval of a length, as APIs that state "100 per
 // minute" count them, locally or fleet-wide.
 //

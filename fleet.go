@@ -5,183 +5,17 @@ import (
 	"slices"
 	"time"
 
-	"github.com/politehttp/polite/internal/control"
 	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/control"
 )
-
-// A Fleet is pacing state shared by the Transports of many processes that
-// call one API, so that together they keep to one quota (see [WithFleet]).
-// Package github.com/politehttp/polite/fleet implements it on Redis; the
-// core knows nothing of the store.
-//
-// Its methods are safe for concurrent use. They must return promptly:
-// a store that cannot answer within its own short timeout returns an
-// error, and the Transport then paces on its own (it fails open).
-type Fleet interface {
-	// Reserve books the next send for key under the limits of r, for the
-	// whole fleet (with r.Owed sends made without it before), and returns
-	// how long after the call the sender is to wait before it sends. A booking that would need a wait longer
-	// than r.MaxWait is not made: the grant says so and gives the wait.
-	Reserve(ctx context.Context, key string, r FleetRequest) (FleetGrant, error)
-
-	// Pause holds every process's sends to key for d from now (a pause
-	// never shortens a longer one), and makes the sends after it resume
-	// at r's rate, without a burst.
-	Pause(ctx context.Context, key string, d time.Duration, r FleetRequest) error
-
-	// Throttled tells the fleet's shared controller that the server
-	// throttled a send booked under generation gen: a congestion event
-	// if the send was booked after a success of a send booked since the
-	// last event; none if it was booked before the last event (the
-	// throttles of one overload, in any process, count once); and, in
-	// between, a sign that the server still refuses at the new rate,
-	// which halves it.
-	Throttled(ctx context.Context, key string, gen uint64) error
-
-	// SharesController reports whether the fleet runs a controller shared
-	// by its processes, for keys with no configured or stated rate (see
-	// FleetRequest.Adaptive); if not, each process's own controller paces
-	// it as if it were alone, and the fleet shares the server's pauses.
-	SharesController() bool
-
-	// Paused returns how long key stays paused, as this process last
-	// heard from the fleet, without asking the store: a send booked
-	// before a pause that another process set checks it before it goes.
-	Paused(key string) time.Duration
-
-	// Adjust tells the fleet of changes to key's quotas in units other
-	// than requests since their sends were booked (see
-	// [FleetRequest.Costs]): what the sends gave back (the part of their
-	// cost they did not use, or the whole of it when the server throttled
-	// them), and the most each quota can hold now, as the server last
-	// said. It must not block: the fleet may tell the store later, in
-	// batches.
-	Adjust(key string, a []FleetAdjust)
-
-	// Size returns how many processes share the fleet, at least 1: the
-	// Transport divides the fleet's rates by it when the store cannot
-	// answer and it paces on its own.
-	Size() int
-}
-
-// FleetCongestion is implemented by a [Fleet] whose shared controller
-// tells its processes of a congestion event as it happens (package
-// github.com/politehttp/polite/fleet does, on the key's channel). A send
-// the shared controller booked under generation gen, asleep until its
-// slot, asks Congested before it goes; if an event came since, it books
-// again, at the rate the event cut to, rather than go at the rate it was
-// booked at (the event let the queue of such sends go). A Fleet without it
-// lets such sends go at their slots.
-type FleetCongestion interface {
-	// Congested reports whether key's shared controller has had a
-	// congestion event since generation gen, as this process last heard,
-	// without asking the store.
-	Congested(key string, gen uint64) bool
-}
-
-// FleetRequest is what a Transport asks of its [Fleet] for one send: the
-// limits that hold for the whole fleet.
-type FleetRequest struct {
-	// PerSecond and Burst are the key's token bucket, fleet-wide (as
-	// [WithRate] sets it, or the quota the server states). PerSecond 0
-	// means no pacing.
-	PerSecond float64
-	Burst     int
-	// Window is the key's exact window quota ([WithWindow]): at most
-	// Window.N sends in any interval of Window.Per. N 0 means none.
-	Window Window
-	// MaxWait is the longest wait the sender accepts; a negative MaxWait
-	// accepts any.
-	MaxWait time.Duration
-	// Adaptive asks the fleet to pace by its shared controller too, once
-	// a throttle has measured the server's limit (see [Fleet.Throttled]):
-	// the lower of its rate and PerSecond applies.
-	Adaptive bool
-	// Accepted are this process's sends to the key that succeeded since
-	// its last request, by the generation each was booked under
-	// ([FleetGrant.Gen]): the shared controller counts them, and tells by
-	// the generation whether a success answers a send made before its
-	// last congestion event or after it.
-	Accepted []FleetAccepted
-	// Owed is how many sends this process made to the key on its own
-	// that the fleet has not counted: while the fleet could not answer (at
-	// most Burst: a bucket forgets what came before it last filled), and,
-	// paced by its own controller, in the second before the fleet paced
-	// the key at a rate (a quota the server stated after its first
-	// answers). The booking books that many more sends of the key's
-	// bucket, at most a second's at PerSecond or Burst, so that the fleet's
-	// schedule counts them, and the fleet does not let a burst through on
-	// top of them, nor spend a window the server counted them in again.
-	Owed int
-	// NotBefore is the earliest, from now, the send may go: with Owed,
-	// the process's own pacing of the sends it made while the fleet could
-	// not answer, some of which may still be asleep until their slot.
-	NotBefore time.Duration
-	// Costs are what the send costs in units other than requests (see
-	// [WithCost]), in each unit whose quota is known: booked with the
-	// send, all or none, first come first served across the fleet.
-	Costs []FleetCost
-}
-
-// FleetCost is what a send costs in one unit other than requests, and the
-// quota of that unit for the whole fleet: Limit units, refilled every Per.
-type FleetCost struct {
-	Unit   string // as [Quota.Unit] names it
-	Amount float64
-	Limit  float64
-	Per    time.Duration
-}
-
-// FleetAdjust is a change of a fleet's quota in one unit other than
-// requests (see [Fleet.Adjust]): Limit units refilled every Per.
-type FleetAdjust struct {
-	Unit  string
-	Limit float64
-	Per   time.Duration
-	// GiveBack is what sends booked before gave back: the part of their
-	// cost they did not use, or all of it when the server throttled them.
-	// Below 0, they cost more than they took.
-	GiveBack float64
-	// AtMost, if Bounded, is the most the quota can hold now, as the
-	// server last said.
-	AtMost  float64
-	Bounded bool
-}
-
-// FleetGrant is a [Fleet]'s answer to a [FleetRequest].
-type FleetGrant struct {
-	// Granted reports whether the send was booked. When it was not, Wait
-	// is the wait it would have needed.
-	Granted bool
-	// Later reports that nothing was booked yet, though the sender could
-	// wait that long: the fleet's shared controller, whose rate may rise
-	// meanwhile, would have booked the send far ahead. The sender asks
-	// again after Wait.
-	Later bool
-	// Wait is how long the sender waits before it sends.
-	Wait time.Duration
-	// Paused is how long the key stays paused, as a server asked: the part
-	// of Wait that is the server's.
-	Paused time.Duration
-	// Members is how many processes sent to the key lately, 0 if unknown.
-	Members int
-	// Gen is the shared controller's generation the send is booked under:
-	// a throttle of the send reports it to [Fleet.Throttled].
-	Gen uint64
-}
-
-// FleetAccepted counts the successes of sends booked under one
-// generation of a fleet's shared controller (see [FleetRequest.Accepted]).
-type FleetAccepted struct {
-	Gen uint64 // the generation the sends were booked under ([FleetGrant.Gen])
-	N   int    // how many of them succeeded
-}
 
 // addAccepted returns a with n more successes of sends booked under gen,
 // in order of generation. It keeps at most maxAccepted generations: the
 // oldest two are told as one, under the older (a success told as older
 // than it is counts for less, never for more).
-func addAccepted(a []FleetAccepted, gen uint64, n int) []FleetAccepted {
+func addAccepted(a []fleetapi.Accepted, gen uint64, n int) []fleetapi.Accepted {
 	i := len(a)
 	for i > 0 && a[i-1].Gen > gen {
 		i--
@@ -190,7 +24,7 @@ func addAccepted(a []FleetAccepted, gen uint64, n int) []FleetAccepted {
 		a[i-1].N += n
 		return a
 	}
-	a = slices.Insert(a, i, FleetAccepted{Gen: gen, N: n})
+	a = slices.Insert(a, i, fleetapi.Accepted{Gen: gen, N: n})
 	if len(a) > maxAccepted {
 		a[0].N += a[1].N
 		a = slices.Delete(a, 1, 2)
@@ -201,13 +35,6 @@ func addAccepted(a []FleetAccepted, gen uint64, n int) []FleetAccepted {
 // maxAccepted bounds the generations a key's untold successes are kept
 // under (see addAccepted).
 const maxAccepted = 4
-
-// Window is an exact window quota: at most N requests in any interval of
-// length Per.
-type Window struct {
-	N   int
-	Per time.Duration
-}
 
 // fleetGlobalKey is the key of the WithGlobalRate bucket in the fleet.
 const fleetGlobalKey = "\x00global"
@@ -223,27 +50,31 @@ const fleetGlobalKey = "\x00global"
 //   - a pause a server asks for (a Retry-After that holds the key, a quota
 //     spent until its reset) seen by one process holds every process's
 //     calls to that key: the next they make, and those already booked
-//     that the store tells of it ([Fleet.Paused]);
+//     that the store tells of it ([fleetapi.Fleet.Paused]);
 //   - the rate of a quota the server states in its headers (its limit
 //     over its window) paces the fleet, fleet-wide, as WithRate does;
 //   - with neither, each process's own controller ([WithAdaptive]) paces
 //     it as if it were alone, and the fleet shares the server's pauses;
-//     or, if the fleet shares a controller ([Fleet.SharesController]; a
-//     fleet of package fleet does by default), that one paces the fleet:
-//     its state lives in the store, one per key, so that a throttle seen
-//     by several processes at once counts once and a rise one process
-//     finds is used by all. It works as
-//     [Gentle] does: it measures the server's limit from the successes
+//     or, if the fleet shares a controller
+//     ([fleetapi.Fleet.SharesController]; a fleet of package fleet does by
+//     default), that one paces the fleet: its state lives in the store,
+//     one per key, so that a throttle seen by several processes at once
+//     counts once and a rise one process finds is used by all. It works
+//     as [Gentle] does: it measures the server's limit from the successes
 //     of every process between congestion events, holds just below it,
 //     and probes above it now and then.
 //
 // When the store cannot answer, the Transport fails open: it paces each
 // key on its own at the fleet's rate divided by the fleet's size
-// ([Fleet.Size]), honours the pauses it saw, and goes back to the store
-// when it answers again. No call fails or waits because of the store.
+// ([fleetapi.Fleet.Size]), honours the pauses it saw, and goes back to the
+// store when it answers again. No call fails or waits because of the
+// store.
+//
+// Package [github.com/politehttp/polite/fleet] is such a store, on Redis;
+// package [fleetapi] says what a store of another kind implements.
 //
 // Default: nil, each Transport paces alone.
-func WithFleet(f Fleet) Option {
+func WithFleet(f fleetapi.Fleet) Option {
 	return func(c *config) { c.fleet = f }
 }
 
@@ -264,10 +95,10 @@ func WithFleet(f Fleet) Option {
 func WithWindow(n int, per time.Duration) Option {
 	return func(c *config) {
 		if n < 1 || per <= 0 {
-			c.window = Window{}
+			c.window = fleetapi.Window{}
 			return
 		}
-		c.window = Window{N: n, Per: per}
+		c.window = fleetapi.Window{N: n, Per: per}
 	}
 }
 
@@ -289,9 +120,9 @@ func (c *call) admitFleets() error {
 	}
 	shared := perSecond == 0 && c.t.keys.adaptive != AdaptiveOff && c.t.cfg.fleet.SharesController()
 	c.fleetShared = shared
-	r := FleetRequest{PerSecond: perSecond, Burst: burst, Adaptive: shared, Costs: costs}
+	r := fleetapi.Request{PerSecond: perSecond, Burst: burst, Adaptive: shared, Costs: costs}
 	if c.t.cfg.window.N > 0 {
-		r.Window = Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
+		r.Window = fleetapi.Window{N: c.t.cfg.window.N, Per: c.t.cfg.window.Per + windowGuard}
 	}
 	if r.Adaptive {
 		ks.mu.Lock()
@@ -314,7 +145,7 @@ func (c *call) admitFleets() error {
 		ks.mu.Unlock()
 	}
 	if g := c.t.global; g != nil {
-		return c.admitFleet(fleetGlobalKey, g, FleetRequest{PerSecond: c.t.cfg.globalRate, Burst: c.t.cfg.globalBurst})
+		return c.admitFleet(fleetGlobalKey, g, fleetapi.Request{PerSecond: c.t.cfg.globalRate, Burst: c.t.cfg.globalBurst})
 	}
 	return nil
 }
@@ -346,7 +177,7 @@ func (c *call) tellFleet(ks *keyState, o control.Outcome) {
 // meanwhile (one this process saw, or that the fleet published); if one
 // did, it waits for it and books again. A call that books again gives
 // back the costs it booked, and books them as the quota now stands.
-func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
+func (c *call) admitFleet(key string, ks *keyState, r fleetapi.Request) error {
 	for {
 		again, err := c.bookFleet(key, ks, r)
 		if !again || err != nil {
@@ -357,9 +188,9 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 			if cc.booked {
 				// Taken at a slot the send did not go at: the fleet's
 				// buckets would count them twice.
-				back := make([]FleetAdjust, len(r.Costs))
+				back := make([]fleetapi.Adjust, len(r.Costs))
 				for i, fc := range r.Costs {
-					back[i] = FleetAdjust{Unit: fc.Unit, Limit: fc.Limit, Per: fc.Per, GiveBack: fc.Amount}
+					back[i] = fleetapi.Adjust{Unit: fc.Unit, Limit: fc.Limit, Per: fc.Per, GiveBack: fc.Amount}
 				}
 				c.t.cfg.fleet.Adjust(key, back)
 			}
@@ -375,7 +206,7 @@ func (c *call) admitFleet(key string, ks *keyState, r FleetRequest) error {
 
 // bookFleet makes one booking for admitFleet and waits for it; again
 // reports that a pause began meanwhile and the call must book again.
-func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, err error) {
+func (c *call) bookFleet(key string, ks *keyState, r fleetapi.Request) (again bool, err error) {
 	f := c.t.cfg.fleet
 	perSecond, burst := r.PerSecond, r.Burst
 	r.MaxWait = -1
@@ -483,7 +314,7 @@ func (c *call) bookFleet(key string, ks *keyState, r FleetRequest) (again bool, 
 		return false, err
 	}
 	if r.Adaptive && key != fleetGlobalKey {
-		if fc, ok := f.(FleetCongestion); ok && fc.Congested(key, g.Gen) {
+		if fc, ok := f.(fleetapi.Congestion); ok && fc.Congested(key, g.Gen) {
 			return true, nil // the shared controller cut its rate meanwhile: book again at it
 		}
 	}
@@ -578,8 +409,8 @@ func fallbackInterval(perSecond float64) time.Duration {
 // answer: it waits for any pause this process saw or heard of from the
 // fleet (heard), and for a slot of the key's fallback GCRA of perSecond
 // (0: none) and burst. A send it books is owed to the fleet (see
-// FleetRequest.Owed), up to owe, from the moment it is booked: a booking
-// another call makes meanwhile counts it, though it still sleeps.
+// fleetapi.Request.Owed), up to owe, from the moment it is booked: a
+// booking another call makes meanwhile counts it, though it still sleeps.
 func (c *call) admitFallback(ks *keyState, perSecond, burst float64, heard time.Duration, owe int) (again bool, err error) {
 	ks.mu.Lock()
 	now := time.Now()
@@ -649,7 +480,7 @@ func (c *call) windowed(ks *keyState) bool {
 // (its limit over its window, less a margin) if that is less; 0 for none.
 // Each process's own controller does not pace the fleet: it hears only its
 // share of the server's answers; the fleet's shared controller paces
-// instead (FleetRequest.Adaptive).
+// instead (fleetapi.Request.Adaptive).
 func (c *call) fleetRate() (float64, int) {
 	ceiling, burst := c.t.keys.ceiling()
 	perSecond := float64(ceiling)
@@ -701,5 +532,5 @@ func (c *call) pauseFleet(ks *keyState, until, now time.Time) {
 	perSecond, burst := c.fleetRate()
 	// An error leaves the pause to this process: the others learn of it
 	// from the server.
-	_ = f.Pause(c.ctx, c.key, until.Sub(now), FleetRequest{PerSecond: perSecond, Burst: burst})
+	_ = f.Pause(c.ctx, c.key, until.Sub(now), fleetapi.Request{PerSecond: perSecond, Burst: burst})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,12 +26,12 @@ type downFleet struct {
 
 var errDown = errors.New("store down")
 
-func (f *downFleet) Reserve(context.Context, string, polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *downFleet) Reserve(context.Context, string, fleetapi.Request) (fleetapi.Grant, error) {
 	f.asked.Add(1)
-	return polite.FleetGrant{}, errDown
+	return fleetapi.Grant{}, errDown
 }
 
-func (f *downFleet) Pause(context.Context, string, time.Duration, polite.FleetRequest) error {
+func (f *downFleet) Pause(context.Context, string, time.Duration, fleetapi.Request) error {
 	f.paused.Add(1)
 	return errDown
 }
@@ -43,7 +44,7 @@ func (f *downFleet) SharesController() bool { return true }
 
 func (f *downFleet) Size() int { return f.size }
 
-func (f *downFleet) Adjust(string, []polite.FleetAdjust) {}
+func (f *downFleet) Adjust(string, []fleetapi.Adjust) {}
 
 // A fleet of 4 whose store is down: each Transport paces at a quarter of
 // the fleet's rate, with a quarter of its burst, and no call fails.
@@ -113,19 +114,19 @@ func TestFleetHearsOnePauseAResponse(t *testing.T) {
 // and told.
 type recordingFleet struct {
 	mu      sync.Mutex
-	asks    []polite.FleetRequest
+	asks    []fleetapi.Request
 	keys    []string
-	adjusts []polite.FleetAdjust
+	adjusts []fleetapi.Adjust
 }
 
-func (f *recordingFleet) Reserve(_ context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *recordingFleet) Reserve(_ context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asks, f.keys = append(f.asks, r), append(f.keys, key)
-	return polite.FleetGrant{Granted: true, Members: 1}, nil
+	return fleetapi.Grant{Granted: true, Members: 1}, nil
 }
 
-func (f *recordingFleet) Pause(context.Context, string, time.Duration, polite.FleetRequest) error {
+func (f *recordingFleet) Pause(context.Context, string, time.Duration, fleetapi.Request) error {
 	return nil
 }
 
@@ -137,7 +138,7 @@ func (f *recordingFleet) SharesController() bool { return true }
 
 func (f *recordingFleet) Size() int { return 1 }
 
-func (f *recordingFleet) Adjust(_ string, a []polite.FleetAdjust) {
+func (f *recordingFleet) Adjust(_ string, a []fleetapi.Adjust) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.adjusts = append(f.adjusts, a...)
@@ -161,10 +162,10 @@ func TestFleetIsAskedForTheConfiguredLimits(t *testing.T) {
 
 		require.Len(t, f.asks, 4)
 		assert.Empty(t, f.asks[1].Accepted)
-		assert.Equal(t, polite.FleetRequest{MaxWait: -1, Adaptive: true}, f.asks[0], "nothing configured: no rate, the shared controller's")
-		assert.Equal(t, polite.FleetRequest{PerSecond: 10, Burst: 3, MaxWait: -1,
-			Window: polite.Window{N: 100, Per: time.Minute + 50*time.Millisecond}}, f.asks[1])
-		assert.Equal(t, polite.FleetRequest{PerSecond: 50, Burst: 5, MaxWait: -1}, f.asks[2], "the global bucket")
+		assert.Equal(t, fleetapi.Request{MaxWait: -1, Adaptive: true}, f.asks[0], "nothing configured: no rate, the shared controller's")
+		assert.Equal(t, fleetapi.Request{PerSecond: 10, Burst: 3, MaxWait: -1,
+			Window: fleetapi.Window{N: 100, Per: time.Minute + 50*time.Millisecond}}, f.asks[1])
+		assert.Equal(t, fleetapi.Request{PerSecond: 50, Burst: 5, MaxWait: -1}, f.asks[2], "the global bucket")
 		assert.NotEqual(t, "a.test", f.keys[2])
 		assert.Equal(t, time.Second, f.asks[3].MaxWait, "the deadline bounds the wait")
 	})
@@ -181,7 +182,7 @@ func TestFleetHearsSuccessesAndThrottles(t *testing.T) {
 			resp := fetch(t, tr, "http://a.test/")
 			resp.Body.Close()
 		}
-		assert.Equal(t, [][]polite.FleetAccepted{nil, {{Gen: 1, N: 1}}, {{Gen: 2, N: 1}}, nil}, f.accepted,
+		assert.Equal(t, [][]fleetapi.Accepted{nil, {{Gen: 1, N: 1}}, {{Gen: 2, N: 1}}, nil}, f.accepted,
 			"each request tells the successes since the last, by the generation each was booked under")
 		assert.Equal(t, []uint64{3}, f.throttled, "the throttled attempt was booked under generation 3")
 	})
@@ -191,13 +192,13 @@ func TestFleetHearsSuccessesAndThrottles(t *testing.T) {
 // records what it is told.
 type genFleet struct {
 	recordingFleet
-	accepted  [][]polite.FleetAccepted
+	accepted  [][]fleetapi.Accepted
 	throttled []uint64
 }
 
-func (f *genFleet) Reserve(_ context.Context, _ string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *genFleet) Reserve(_ context.Context, _ string, r fleetapi.Request) (fleetapi.Grant, error) {
 	f.accepted = append(f.accepted, r.Accepted)
-	return polite.FleetGrant{Granted: true, Gen: uint64(len(f.accepted))}, nil
+	return fleetapi.Grant{Granted: true, Gen: uint64(len(f.accepted))}, nil
 }
 
 func (f *genFleet) Throttled(_ context.Context, _ string, gen uint64) error {
@@ -218,8 +219,8 @@ func TestFleetKeepsSuccessesItCouldNotTell(t *testing.T) {
 		f.down = false
 		fetch(t, tr, "http://a.test/").Body.Close()
 		require.Len(t, f.asks, 3)
-		assert.Equal(t, [][]polite.FleetAccepted{nil, {{N: 1}}, {{N: 2}}},
-			[][]polite.FleetAccepted{f.asks[0].Accepted, f.asks[1].Accepted, f.asks[2].Accepted},
+		assert.Equal(t, [][]fleetapi.Accepted{nil, {{N: 1}}, {{N: 2}}},
+			[][]fleetapi.Accepted{f.asks[0].Accepted, f.asks[1].Accepted, f.asks[2].Accepted},
 			"the third booking tells the success the second could not, and the second's own")
 	})
 }
@@ -230,12 +231,12 @@ type flakyFleet struct {
 	down bool
 }
 
-func (f *flakyFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *flakyFleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
 	_, _ = f.recordingFleet.Reserve(ctx, key, r)
 	if f.down {
-		return polite.FleetGrant{}, errDown
+		return fleetapi.Grant{}, errDown
 	}
-	return polite.FleetGrant{Granted: true}, nil
+	return fleetapi.Grant{Granted: true}, nil
 }
 
 // pausingFleet books the first send 100ms ahead, and publishes a pause of
@@ -245,13 +246,13 @@ type pausingFleet struct {
 	until time.Time
 }
 
-func (f *pausingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *pausingFleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
 	_, _ = f.recordingFleet.Reserve(ctx, key, r)
 	if f.until.IsZero() {
 		f.until = time.Now().Add(time.Second)
-		return polite.FleetGrant{Granted: true, Wait: 100 * time.Millisecond}, nil
+		return fleetapi.Grant{Granted: true, Wait: 100 * time.Millisecond}, nil
 	}
-	return polite.FleetGrant{Granted: true}, nil
+	return fleetapi.Grant{Granted: true}, nil
 }
 
 func (f *pausingFleet) Paused(string) time.Duration { return max(time.Until(f.until), 0) }
@@ -302,11 +303,11 @@ func TestFleetBookedSendBooksAgainAfterAnEvent(t *testing.T) {
 // generation 1 hears of a congestion event.
 type bookingFleet struct {
 	recordingFleet
-	answer func(f *bookingFleet, i int) polite.FleetGrant
+	answer func(f *bookingFleet, i int) fleetapi.Grant
 	event  time.Time
 }
 
-func (f *bookingFleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *bookingFleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
 	_, _ = f.recordingFleet.Reserve(ctx, key, r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -324,15 +325,15 @@ func (f *bookingFleet) Congested(_ string, gen uint64) bool {
 // (generation 2) 100ms later; the sends before it go at once under
 // generation 1, those after under generation 2.
 func congestingFleet(k int) *bookingFleet {
-	return &bookingFleet{answer: func(f *bookingFleet, i int) polite.FleetGrant {
+	return &bookingFleet{answer: func(f *bookingFleet, i int) fleetapi.Grant {
 		switch {
 		case i < k:
-			return polite.FleetGrant{Granted: true, Gen: 1}
+			return fleetapi.Grant{Granted: true, Gen: 1}
 		case i == k:
 			f.event = time.Now().Add(100 * time.Millisecond)
-			return polite.FleetGrant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}
+			return fleetapi.Grant{Granted: true, Wait: 300 * time.Millisecond, Gen: 1}
 		}
-		return polite.FleetGrant{Granted: true, Gen: 2}
+		return fleetapi.Grant{Granted: true, Gen: 2}
 	}}
 }
 
@@ -348,11 +349,11 @@ func tokens200(*http.Request, []byte) (polite.Cost, string, error) {
 func TestFleetBooksACostStatedWhileTheCallWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200, tokensQuota(2000, 1800, 100*time.Millisecond)...))
-		f := &bookingFleet{answer: func(_ *bookingFleet, i int) polite.FleetGrant {
+		f := &bookingFleet{answer: func(_ *bookingFleet, i int) fleetapi.Grant {
 			if i == 0 {
-				return polite.FleetGrant{Later: true, Wait: 250 * time.Millisecond}
+				return fleetapi.Grant{Later: true, Wait: 250 * time.Millisecond}
 			}
-			return polite.FleetGrant{Granted: true}
+			return fleetapi.Grant{Granted: true}
 		}}
 		tr := polite.New(next, polite.WithFleet(f), polite.WithCost(tokens200))
 		done := make(chan struct{})
@@ -405,18 +406,18 @@ type laterFleet struct {
 	later int // bookings still to put off
 }
 
-func (f *laterFleet) Reserve(_ context.Context, _ string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *laterFleet) Reserve(_ context.Context, _ string, r fleetapi.Request) (fleetapi.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asks = append(f.asks, r)
 	if f.later > 0 {
 		f.later--
-		return polite.FleetGrant{Later: true, Wait: 250 * time.Millisecond}, nil
+		return fleetapi.Grant{Later: true, Wait: 250 * time.Millisecond}, nil
 	}
-	return polite.FleetGrant{Granted: true, Members: 1}, nil
+	return fleetapi.Grant{Granted: true, Members: 1}, nil
 }
 
-// A booking put off (FleetGrant.Later) waits as long as the fleet says,
+// A booking put off (fleetapi.Grant.Later) waits as long as the fleet says,
 // books again, and then sends: nothing booked far ahead, nothing refused.
 func TestFleetLaterAsksAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

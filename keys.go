@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/politehttp/polite/fleetapi"
 	"golang.org/x/time/rate"
 )
 
@@ -139,4 +140,4 @@ func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
 }
 
 // Fleet returns the fleet the Transport paces with ([WithFleet]), or nil.
-func (t *Transport) Fleet() Fleet { return t.cfg.fleet }
+func (t *Transport) Fleet() fleetapi.Fleet { return t.cfg.fleet }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -369,7 +370,7 @@ func TestWaitCauses(t *testing.T) {
 		{
 			name: "a fleet's booking paces",
 			run: func(t *testing.T, hooks polite.Option) []waitSeen {
-				f := &grantFleet{grant: polite.FleetGrant{Granted: true, Wait: 2 * time.Second}}
+				f := &grantFleet{grant: fleetapi.Grant{Granted: true, Wait: 2 * time.Second}}
 				fetch(t, polite.New(newStub(status(200)), hooks, off, polite.WithFleet(f)), "http://a.test/")
 				return []waitSeen{{"/", polite.WaitRate, 2 * time.Second, false}}
 			},
@@ -377,7 +378,7 @@ func TestWaitCauses(t *testing.T) {
 		{
 			name: "a fleet's booking waits out a pause",
 			run: func(t *testing.T, hooks polite.Option) []waitSeen {
-				f := &grantFleet{grant: polite.FleetGrant{Granted: true, Wait: 2 * time.Second, Paused: 2 * time.Second}}
+				f := &grantFleet{grant: fleetapi.Grant{Granted: true, Wait: 2 * time.Second, Paused: 2 * time.Second}}
 				fetch(t, polite.New(newStub(status(200)), hooks, off, polite.WithFleet(f)), "http://a.test/")
 				return []waitSeen{{"/", polite.WaitPause, 2 * time.Second, true}}
 			},
@@ -482,7 +483,7 @@ func TestHooksOnRefused(t *testing.T) {
 		{
 			name: "the fleet cannot book the send",
 			run: func(t *testing.T, hooks polite.Option) []error {
-				f := &grantFleet{grant: polite.FleetGrant{Wait: 10 * time.Second}}
+				f := &grantFleet{grant: fleetapi.Grant{Wait: 10 * time.Second}}
 				_, err := get(t, t.Context(), polite.New(newStub(status(200)), hooks, polite.WithFleet(f)), "http://a.test/")
 				return []error{err}
 			},
@@ -492,7 +493,7 @@ func TestHooksOnRefused(t *testing.T) {
 		{
 			name: "the fleet cannot book the send before the deadline",
 			run: func(t *testing.T, hooks polite.Option) []error {
-				f := &grantFleet{grant: polite.FleetGrant{Wait: 10 * time.Second}}
+				f := &grantFleet{grant: fleetapi.Grant{Wait: 10 * time.Second}}
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				defer cancel()
 				_, err := get(t, ctx, polite.New(newStub(status(200)), hooks, polite.WithFleet(f)), "http://a.test/")
@@ -522,13 +523,13 @@ func TestHooksOnRefused(t *testing.T) {
 }
 
 // grantFleet is a Fleet that answers every booking with grant.
-type grantFleet struct{ grant polite.FleetGrant }
+type grantFleet struct{ grant fleetapi.Grant }
 
-func (f *grantFleet) Reserve(context.Context, string, polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *grantFleet) Reserve(context.Context, string, fleetapi.Request) (fleetapi.Grant, error) {
 	return f.grant, nil
 }
 
-func (f *grantFleet) Pause(context.Context, string, time.Duration, polite.FleetRequest) error {
+func (f *grantFleet) Pause(context.Context, string, time.Duration, fleetapi.Request) error {
 	return nil
 }
 
@@ -536,7 +537,7 @@ func (f *grantFleet) Throttled(context.Context, string, uint64) error { return n
 func (f *grantFleet) Paused(string) time.Duration                     { return 0 }
 func (f *grantFleet) SharesController() bool                          { return false }
 func (f *grantFleet) Size() int                                       { return 1 }
-func (f *grantFleet) Adjust(string, []polite.FleetAdjust)             {}
+func (f *grantFleet) Adjust(string, []fleetapi.Adjust)                {}
 
 // keys returns the keys of tr, sorted.
 func keys(tr *polite.Transport) []polite.KeyStatus {

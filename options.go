@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // Defaults of the options. Each option's documentation repeats its default.
@@ -45,8 +47,8 @@ type config struct {
 	random        func() float64 // uniform in [0, 1): the jitter of backoff and spacing
 	logger        *slog.Logger
 	hooks         Hooks
-	fleet         Fleet                     // nil: each Transport paces alone
-	window        Window                    // N 0: none
+	fleet         fleetapi.Fleet            // nil: each Transport paces alone
+	window        fleetapi.Window           // N 0: none
 	estimate      Estimator                 // nil: requests cost no more than a request
 	usage         UsageReader               // nil: estimates stand
 	quotas        [numUnits]configuredQuota // WithQuota's, by unit

@@ -8,6 +8,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +26,7 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 //	go test -run '^$' -bench 'Reserve|RedisGet' -count 6 ./fleet
 func BenchmarkReserve(b *testing.B) {
 	f := newFleet(b, newClient(b, sharedAddr(b)), fleet.WithNamespace(uniqueNamespace(b)), fleet.WithLease(0))
-	r := polite.FleetRequest{PerSecond: 1e9, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 1e9, Burst: 1, MaxWait: -1}
 	lat := make([]time.Duration, 0, 1024)
 	b.ReportAllocs()
 	for b.Loop() {

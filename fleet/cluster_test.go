@@ -18,6 +18,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -229,7 +230,7 @@ func TestClusterFailoverWithReplica(t *testing.T) {
 	b := newFleet(t, c.client(t), fleet.WithNamespace(ns))
 	master := c.nodes[0]
 	key := clusterKeyOn(t, c, ns, master, "api.example/")
-	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 100, Burst: 1, MaxWait: -1}
 	_, err := a.Reserve(ctx, key, r)
 	require.NoError(t, err)
 	_, err = b.Reserve(ctx, key, r) // b listens for pauses from here on
@@ -289,7 +290,7 @@ func TestClusterPauseAcrossNodes(t *testing.T) {
 	c := startCluster(t, 3, 0)
 	ns := uniqueNamespace(t)
 	a := newFleet(t, c.client(t), fleet.WithNamespace(ns))
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	var keys []string
 	for _, n := range c.nodes {
 		keys = append(keys, clusterKeyOn(t, c, ns, n, "host-"))
@@ -400,7 +401,7 @@ func TestSentinelFailover(t *testing.T) {
 	s := startSentinels(t)
 	w := newFailoverWatch(t)
 	a := newFleet(t, s.client(t), fleet.WithNamespace(uniqueNamespace(t)), fleet.WithOnChange(w.onChange))
-	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 100, Burst: 1, MaxWait: -1}
 	_, err := a.Reserve(ctx, "api.example", r)
 	require.NoError(t, err)
 
@@ -434,7 +435,7 @@ func (w *failoverWatch) onChange(ok bool, err error) {
 // the replica's promotion and returns when it saw it; it asserts that f
 // was back within 2 seconds of the promotion and that no booking failed
 // otherwise than for Redis.
-func (w *failoverWatch) through(t *testing.T, f *fleet.Fleet, key string, r polite.FleetRequest, promoted func() time.Time) {
+func (w *failoverWatch) through(t *testing.T, f *fleet.Fleet, key string, r fleetapi.Request, promoted func() time.Time) {
 	t.Helper()
 	killed := time.Now()
 	done := make(chan struct{})

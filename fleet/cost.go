@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // A key's costs are booked with its sends (see reserveScript); what the
@@ -20,13 +20,13 @@ import (
 // Redis.
 type costs struct {
 	mu       sync.Mutex
-	pending  map[string]map[string]polite.FleetAdjust // key → unit → the adjustment, summed
-	flushing bool                                     // a flush is out
+	pending  map[string]map[string]fleetapi.Adjust // key → unit → the adjustment, summed
+	flushing bool                                  // a flush is out
 }
 
-// Adjust implements [polite.Fleet]: it keeps a, and tells Redis at once if
+// Adjust implements [fleetapi.Fleet]: it keeps a, and tells Redis at once if
 // no flush is out, or with the next one.
-func (f *Fleet) Adjust(key string, a []polite.FleetAdjust) {
+func (f *Fleet) Adjust(key string, a []fleetapi.Adjust) {
 	if len(a) == 0 {
 		return
 	}
@@ -54,13 +54,13 @@ func (f *Fleet) Adjust(key string, a []polite.FleetAdjust) {
 // pendLocked adds adj to key's pending adjustments: after those pending,
 // or, if older (an adjustment Redis could not be told, put back), before
 // them, so that the newest states the quota. It requires c.mu held.
-func (c *costs) pendLocked(key string, adj polite.FleetAdjust, older bool) {
+func (c *costs) pendLocked(key string, adj fleetapi.Adjust, older bool) {
 	if c.pending == nil {
-		c.pending = make(map[string]map[string]polite.FleetAdjust)
+		c.pending = make(map[string]map[string]fleetapi.Adjust)
 	}
 	units := c.pending[key]
 	if units == nil {
-		units = make(map[string]polite.FleetAdjust, 1)
+		units = make(map[string]fleetapi.Adjust, 1)
 		c.pending[key] = units
 	}
 	was, ok := units[adj.Unit]
@@ -76,7 +76,7 @@ func (c *costs) pendLocked(key string, adj polite.FleetAdjust, older bool) {
 
 // merge returns the adjustment of was and then adj: what they give back,
 // summed, and the lower of their bounds, under adj's quota.
-func merge(was, adj polite.FleetAdjust) polite.FleetAdjust {
+func merge(was, adj fleetapi.Adjust) fleetapi.Adjust {
 	adj.GiveBack += was.GiveBack
 	if was.Bounded && (!adj.Bounded || was.AtMost < adj.AtMost) {
 		adj.AtMost, adj.Bounded = was.AtMost, true
@@ -139,7 +139,7 @@ func (f *Fleet) flushCosts() {
 // appendCosts appends the arguments of reserveScript for costs: their
 // number, and for each its unit, amount, refill time of a unit in µs and
 // limit.
-func appendCosts(args []any, costs []polite.FleetCost) []any {
+func appendCosts(args []any, costs []fleetapi.Cost) []any {
 	if len(costs) == 0 {
 		return args
 	}

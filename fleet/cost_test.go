@@ -18,6 +18,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // Costs are booked with the sends, on Redis's clock, as a bucket of the
@@ -28,9 +29,9 @@ import (
 func TestReserveBooksCosts(t *testing.T) {
 	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
 	warm(t, f)
-	cost := func(amount float64) polite.FleetRequest {
+	cost := func(amount float64) fleetapi.Request {
 		// 1,000 tokens a second, the bucket holding 1,000.
-		return polite.FleetRequest{MaxWait: -1, Costs: []polite.FleetCost{{Unit: polite.UnitTokens, Amount: amount, Limit: 1000, Per: time.Second}}}
+		return fleetapi.Request{MaxWait: -1, Costs: []fleetapi.Cost{{Unit: polite.UnitTokens, Amount: amount, Limit: 1000, Per: time.Second}}}
 	}
 	book := func(amount float64) time.Duration {
 		t.Helper()
@@ -48,14 +49,14 @@ func TestReserveBooksCosts(t *testing.T) {
 	assert.InDelta(t, float64(800*time.Millisecond), float64(book(300)), jitter, "behind the one before")
 
 	// 600 given back: the last booking's slot comes 600 ms sooner.
-	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 600}})
+	f.Adjust("llm.example", []fleetapi.Adjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 600}})
 	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
 	assert.InDelta(t, float64(200*time.Millisecond), float64(book(0.001)), jitter)
 
 	// 400 ms on (the bucket holds 200 by its count), the server says 100
 	// are left: a booking of 600 waits 0.5 s (0.4 s by the bucket's count).
 	time.Sleep(400 * time.Millisecond)
-	f.Adjust("llm.example", []polite.FleetAdjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, AtMost: 100, Bounded: true}})
+	f.Adjust("llm.example", []fleetapi.Adjust{{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, AtMost: 100, Bounded: true}})
 	require.Eventually(t, func() bool { return fleet.CostsTold(f) }, time.Second, time.Millisecond)
 	assert.InDelta(t, float64(500*time.Millisecond), float64(book(600)), jitter)
 }
@@ -200,8 +201,8 @@ func TestAdjustKeptWhileRedisIsDown(t *testing.T) {
 	srv := startRedis(t)
 	f := newFleet(t, newClient(t, srv.addr))
 	srv.stop()
-	adj := polite.FleetAdjust{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 100}
-	f.Adjust("llm.example", []polite.FleetAdjust{adj})
+	adj := fleetapi.Adjust{Unit: polite.UnitTokens, Limit: 1000, Per: time.Second, GiveBack: 100}
+	f.Adjust("llm.example", []fleetapi.Adjust{adj})
 	require.Eventually(t, func() bool { return !fleet.CostsFlushing(f) }, 2*time.Second, time.Millisecond)
 	kept, ok := fleet.PendingAdjust(f, "llm.example", polite.UnitTokens)
 	require.True(t, ok, "kept for the next flush")

@@ -1,6 +1,6 @@
 package fleet
 
-import "github.com/politehttp/polite"
+import "github.com/politehttp/polite/fleetapi"
 
 // RedisKey returns the Redis key of polite key key with suffix s, m, w or
 // r (its memory), under namespace ns.
@@ -33,7 +33,7 @@ func CostsTold(f *Fleet) bool {
 
 // PendingAdjust returns the adjustment of key's unit that f has not told
 // Redis yet, if any.
-func PendingAdjust(f *Fleet, key, unit string) (polite.FleetAdjust, bool) {
+func PendingAdjust(f *Fleet, key, unit string) (fleetapi.Adjust, bool) {
 	f.costs.mu.Lock()
 	defer f.costs.mu.Unlock()
 	adj, ok := f.costs.pending[key][unit]

@@ -108,7 +108,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -157,7 +157,7 @@ var (
 	errBreaker = fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
 )
 
-// Fleet is a [polite.Fleet] on Redis. It is safe for concurrent use. From
+// Fleet is a [fleetapi.Fleet] on Redis. It is safe for concurrent use. From
 // its first booking it listens to the pauses other processes publish, on
 // a goroutine and a connection of its own, until [Fleet.Close]; closing
 // the Redis client is the caller's.
@@ -194,8 +194,8 @@ type Fleet struct {
 	probing bool // a probe is out
 }
 
-var _ polite.Fleet = (*Fleet)(nil)
-var _ polite.FleetCongestion = (*Fleet)(nil)
+var _ fleetapi.Fleet = (*Fleet)(nil)
+var _ fleetapi.Congestion = (*Fleet)(nil)
 
 // An Option configures a [Fleet].
 type Option func(*Fleet)
@@ -256,8 +256,8 @@ func WithSharedController(on bool) Option {
 	return func(f *Fleet) { f.shared = on }
 }
 
-// SharesController implements [polite.Fleet]: whether [WithSharedController]
-// is on.
+// SharesController implements [fleetapi.Fleet]: whether
+// [WithSharedController] is on.
 func (f *Fleet) SharesController() bool { return f.shared }
 
 // WithLogger logs each change between shared and local pacing to l, at
@@ -292,9 +292,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Fleet {
 	return f
 }
 
-// Reserve implements [polite.Fleet]: it books the next send for key, from
+// Reserve implements [fleetapi.Fleet]: it books the next send for key, from
 // the process's lease when it has one.
-func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) (polite.FleetGrant, error) {
+func (f *Fleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
 	f.watch()
 	if owed := min(r.Owed, max(r.Burst, int(r.PerSecond), 1)); owed > 0 && r.Window.N == 0 {
 		// Sends the process made on its own (while Redis could not answer,
@@ -315,7 +315,7 @@ func (f *Fleet) Reserve(ctx context.Context, key string, r polite.FleetRequest) 
 // reserveInterval books k sends for key in one script call, and returns
 // the interval they were booked at: r's rate, or the shared controller's
 // if lower.
-func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, time.Duration, error) {
+func (f *Fleet) reserveInterval(ctx context.Context, key string, r fleetapi.Request, k int) (fleetapi.Grant, time.Duration, error) {
 	ei, burst := interval(r.PerSecond, r.Burst)
 	n, per := 0, int64(0)
 	if r.Window.N > 0 && r.Window.Per > 0 {
@@ -334,13 +334,13 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 	args = appendCosts(args, r.Costs)
 	v, err := f.run(ctx, "reserve", reserveScript, f.keys(key), args...)
 	if err != nil {
-		return polite.FleetGrant{}, 0, err
+		return fleetapi.Grant{}, 0, err
 	}
 	if len(v) != 6 {
-		return polite.FleetGrant{}, 0, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
+		return fleetapi.Grant{}, 0, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
 	}
 	f.lastLive.Store(v[3])
-	return polite.FleetGrant{
+	return fleetapi.Grant{
 		Granted: v[0] == 1,
 		Later:   v[0] == 2,
 		Wait:    time.Duration(max(v[1], 0)) * time.Microsecond,
@@ -352,7 +352,7 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r polite.FleetR
 
 // acceptedArg writes a request's successes for reserveScript: "gen:n"
 // for each generation, comma-separated.
-func acceptedArg(a []polite.FleetAccepted) string {
+func acceptedArg(a []fleetapi.Accepted) string {
 	var b []byte
 	for _, x := range a {
 		if x.N <= 0 {
@@ -368,16 +368,16 @@ func acceptedArg(a []polite.FleetAccepted) string {
 	return string(b)
 }
 
-// Throttled implements [polite.Fleet]: it tells key's shared controller
+// Throttled implements [fleetapi.Fleet]: it tells key's shared controller
 // of a throttle of a send booked under generation gen (see congestScript).
 func (f *Fleet) Throttled(ctx context.Context, key string, gen uint64) error {
 	_, err := f.run(ctx, "congest", congestScript, f.stateKey(key), gen, grace.Microseconds(), f.channel(key))
 	return err
 }
 
-// Pause implements [polite.Fleet]: it holds every process's sends to key
+// Pause implements [fleetapi.Fleet]: it holds every process's sends to key
 // for d.
-func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite.FleetRequest) error {
+func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r fleetapi.Request) error {
 	if d <= 0 {
 		return nil
 	}
@@ -387,7 +387,7 @@ func (f *Fleet) Pause(ctx context.Context, key string, d time.Duration, r polite
 	return err
 }
 
-// Size implements [polite.Fleet]: the size set by [WithSize], or else the
+// Size implements [fleetapi.Fleet]: the size set by [WithSize], or else the
 // processes that sent to a key lately, as Redis last said; at least 1.
 func (f *Fleet) Size() int {
 	if f.size > 0 {

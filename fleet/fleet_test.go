@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
-	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,9 +40,9 @@ var ctx = context.Background()
 // test times is not also the first call ever.
 func warm(t *testing.T, f *fleet.Fleet) {
 	t.Helper()
-	_, err := f.Reserve(ctx, "warm-up", polite.FleetRequest{PerSecond: 1, Burst: 1, MaxWait: -1})
+	_, err := f.Reserve(ctx, "warm-up", fleetapi.Request{PerSecond: 1, Burst: 1, MaxWait: -1})
 	require.NoError(t, err)
-	require.NoError(t, f.Pause(ctx, "warm-up", time.Millisecond, polite.FleetRequest{}))
+	require.NoError(t, f.Pause(ctx, "warm-up", time.Millisecond, fleetapi.Request{}))
 }
 
 // At 100 a second with a burst of 1, bookings made back to back are
@@ -50,7 +50,7 @@ func warm(t *testing.T, f *fleet.Fleet) {
 // since the first.
 func TestReserveSpacesSends(t *testing.T) {
 	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
-	r := polite.FleetRequest{PerSecond: 100, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 100, Burst: 1, MaxWait: -1}
 	warm(t, f)
 	start := time.Now()
 	var at []time.Duration // each booking's instant, from start
@@ -86,7 +86,7 @@ func TestReserveAgreesWithRedisRate(t *testing.T) {
 		burst     int
 	}{{1, 1}, {1, 5}, {2, 10}} {
 		for i := range 3 * lim.burst {
-			g, err := f.Reserve(ctx, key+"-ours", polite.FleetRequest{PerSecond: lim.perSecond, Burst: lim.burst, MaxWait: 0})
+			g, err := f.Reserve(ctx, key+"-ours", fleetapi.Request{PerSecond: lim.perSecond, Burst: lim.burst, MaxWait: 0})
 			require.NoError(t, err)
 			res, err := oracle.Allow(ctx, key+"-oracle", redis_rate.Limit{Rate: int(lim.perSecond), Burst: lim.burst, Period: time.Second})
 			require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestReserveAgreesWithRedisRate(t *testing.T) {
 // spaced by the interval: no burst at the pause's end.
 func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
 	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
-	r := polite.FleetRequest{PerSecond: 100, Burst: 10, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 100, Burst: 10, MaxWait: -1}
 	warm(t, f)
 	require.NoError(t, f.Pause(ctx, "api.example", 300*time.Millisecond, r))
 	start := time.Now()
@@ -133,7 +133,7 @@ func TestPauseHoldsAndResumesWithoutBurst(t *testing.T) {
 // the window, and no interval of a second holds 6 bookings.
 func TestWindowBooksExactly(t *testing.T) {
 	f := newFleet(t, newClient(t, sharedAddr(t)), fleet.WithNamespace(uniqueNamespace(t)))
-	r := polite.FleetRequest{Window: polite.Window{N: 5, Per: time.Second}, MaxWait: -1}
+	r := fleetapi.Request{Window: fleetapi.Window{N: 5, Per: time.Second}, MaxWait: -1}
 	warm(t, f)
 	start := time.Now()
 	var at []time.Duration
@@ -149,7 +149,7 @@ func TestWindowBooksExactly(t *testing.T) {
 	}
 	assert.Less(t, at[16], 3*time.Second+100*time.Millisecond, "17 bookings fit in 3 windows")
 	// A booking that would wait longer than accepted books nothing.
-	g, err := f.Reserve(ctx, "api.example", polite.FleetRequest{Window: r.Window, MaxWait: 0})
+	g, err := f.Reserve(ctx, "api.example", fleetapi.Request{Window: r.Window, MaxWait: 0})
 	require.NoError(t, err)
 	assert.False(t, g.Granted)
 	g2, err := f.Reserve(ctx, "api.example", r)
@@ -162,7 +162,7 @@ func TestWindowBooksExactly(t *testing.T) {
 func TestScriptsReloadAfterFlush(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
 	f := newFleet(t, rdb)
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
@@ -196,7 +196,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 func TestEveryWriteExpires(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
 	f := newFleet(t, rdb)
-	r := polite.FleetRequest{PerSecond: 10, Burst: 2, Window: polite.Window{N: 3, Per: time.Second}, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 2, Window: fleetapi.Window{N: 3, Per: time.Second}, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
 	require.NoError(t, f.Pause(ctx, "b", time.Second, r))
@@ -222,7 +222,7 @@ func TestFailOpenWhenRedisHangs(t *testing.T) {
 		defer mu.Unlock()
 		changes = append(changes, ok)
 	}))
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
 
@@ -253,7 +253,7 @@ func TestFailOpenWhenRedisHangs(t *testing.T) {
 func TestFailOpenWhenRedisRestarts(t *testing.T) {
 	srv := startRedis(t)
 	f := newFleet(t, newClient(t, srv.addr))
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r)
 	require.NoError(t, err)
 	srv.stop()
@@ -281,7 +281,7 @@ func TestSizeIsConfiguredOrLive(t *testing.T) {
 	a := newFleet(t, rdb, fleet.WithNamespace(ns), fleet.WithMember("a"))
 	b := newFleet(t, rdb, fleet.WithNamespace(ns), fleet.WithMember("b"))
 	assert.Equal(t, 1, a.Size(), "before Redis answered")
-	r := polite.FleetRequest{PerSecond: 1000, Burst: 10, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 1000, Burst: 10, MaxWait: -1}
 	_, err := a.Reserve(ctx, "k", r)
 	require.NoError(t, err)
 	g, err := b.Reserve(ctx, "k", r)
@@ -299,7 +299,7 @@ func TestLeaseBooksSpacedSends(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
 	f := newFleet(t, rdb, fleet.WithSize(2)) // 1,000 a second × 50ms ÷ 2: 25 sends a lease
 	warm(t, f)
-	r := polite.FleetRequest{PerSecond: 1000, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 1000, Burst: 1, MaxWait: -1}
 	_, err := f.Reserve(ctx, "a", r) // the first lease
 	require.NoError(t, err)
 	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
@@ -348,7 +348,7 @@ func TestLeaseHoldsSixteenSendsAmongManyProcesses(t *testing.T) {
 		{200, 10},  // 200 × 50ms is 10: the whole lease
 	} {
 		key := fmt.Sprint(c.perSecond)
-		r := polite.FleetRequest{PerSecond: c.perSecond, Burst: 1, MaxWait: -1}
+		r := fleetapi.Request{PerSecond: c.perSecond, Burst: 1, MaxWait: -1}
 		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
 		for range c.sends {
 			_, err := f.Reserve(ctx, key, r)
@@ -370,12 +370,12 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	for _, m := range []string{"a", "b", "c"} {
 		procs = append(procs, newFleet(t, rdb, fleet.WithMember(m), fleet.WithSharedController(true)))
 	}
-	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	r := fleetapi.Request{Adaptive: true, MaxWait: -1}
 	g, err := procs[0].Reserve(ctx, "k", r)
 	require.NoError(t, err)
 	require.Zero(t, g.Wait, "no limit measured yet: no pacing")
 	for _, f := range procs { // 3 processes report 100 successes each
-		_, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, Accepted: []polite.FleetAccepted{{Gen: g.Gen, N: 100}}, MaxWait: -1})
+		_, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, Accepted: []fleetapi.Accepted{{Gen: g.Gen, N: 100}}, MaxWait: -1})
 		require.NoError(t, err)
 	}
 	var wg sync.WaitGroup
@@ -396,7 +396,7 @@ func TestSharedControllerCountsAnOverloadOnce(t *testing.T) {
 	// (the Redis clock ran on meanwhile: a few ms, more under the race
 	// detector), is that span; at 250 or 400 a second it would be 21 ms or more
 	// off.
-	var last polite.FleetGrant
+	var last fleetapi.Grant
 	for i := range 30 {
 		last, err = procs[i%3].Reserve(ctx, "k", r)
 		require.NoError(t, err)
@@ -425,7 +425,7 @@ func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
 	key := fleet.RedisKey("polite", "k", "s")
 	require.NoError(t, rdb.HSet(ctx, key, "W", 1, "ev", now.Add(-2*time.Second).UnixMicro(), "fd", 1, "fl", 1, "gen", 1, "ep", 1,
 		"lei", math.Round(1e6/0.99), "tat", now.Add(10*time.Second).UnixMicro()).Err())
-	g, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	g, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)
 	require.True(t, g.Later, "the queue, worth 0.625 s at the new rate, is past the horizon")
 	tat, err := rdb.HGet(ctx, key, "tat").Int64()
@@ -443,7 +443,7 @@ func TestSharedControllerQueueShrinksAsTheRateRises(t *testing.T) {
 func TestSharedControllerTellsThrottlesByWhenTheirSendWent(t *testing.T) {
 	rdb := newClient(t, startRedis(t).addr)
 	f := newFleet(t, rdb, fleet.WithSharedController(true))
-	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	r := fleetapi.Request{Adaptive: true, MaxWait: -1}
 	state := func() (w float64, sp int) {
 		st, err := rdb.HMGet(ctx, fleet.RedisKey("polite", "k", "s"), "W", "sp").Result()
 		require.NoError(t, err)
@@ -459,13 +459,13 @@ func TestSharedControllerTellsThrottlesByWhenTheirSendWent(t *testing.T) {
 	}
 	before, err := f.Reserve(ctx, "k", r)
 	require.NoError(t, err)
-	r.Accepted = []polite.FleetAccepted{{Gen: before.Gen, N: 50}}
+	r.Accepted = []fleetapi.Accepted{{Gen: before.Gen, N: 50}}
 	_, err = f.Reserve(ctx, "k", r)
 	require.NoError(t, err)
 	require.NoError(t, f.Throttled(ctx, "k", before.Gen)) // the first event: a floor
 
-	after, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1,
-		Accepted: []polite.FleetAccepted{{Gen: before.Gen, N: 20}}}) // in flight at the event (they raise the floor)
+	after, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1,
+		Accepted: []fleetapi.Accepted{{Gen: before.Gen, N: 20}}}) // in flight at the event (they raise the floor)
 	require.NoError(t, err)
 	assert.Equal(t, before.Gen+1, after.Gen, "a success of a send in flight at the event ends nothing")
 	floor, _ := state()
@@ -481,15 +481,15 @@ func TestSharedControllerTellsThrottlesByWhenTheirSendWent(t *testing.T) {
 	require.NoError(t, f.Throttled(ctx, "k", after.Gen))
 	w, sp = state()
 	assert.Equal(t, []any{floor, 1}, []any{w, sp}, "refused again before anything passed: one halving for a generation")
-	halved, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	halved, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)
 	assert.Equal(t, after.Gen+2, halved.Gen)
 	require.NoError(t, f.Throttled(ctx, "k", halved.Gen))
 	w, sp = state()
 	assert.Equal(t, []any{floor, 2}, []any{w, sp}, "a send booked since the halving, refused: it halves again")
 
-	ok, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1,
-		Accepted: []polite.FleetAccepted{{Gen: halved.Gen, N: 1}}})
+	ok, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1,
+		Accepted: []fleetapi.Accepted{{Gen: halved.Gen, N: 1}}})
 	require.NoError(t, err)
 	assert.Equal(t, halved.Gen+3, ok.Gen, "the first success of a send booked since the event")
 	_, sp = state()
@@ -498,7 +498,7 @@ func TestSharedControllerTellsThrottlesByWhenTheirSendWent(t *testing.T) {
 	_, sp = state()
 	assert.Zero(t, sp, "a send booked before that success halves nothing more")
 	require.NoError(t, f.Throttled(ctx, "k", ok.Gen))
-	next, err := f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	next, err := f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)
 	assert.Equal(t, ok.Gen+1, next.Gen, "a throttle of a send booked after it is an event")
 }
@@ -524,7 +524,7 @@ func TestSharedControllerProbesInSteps(t *testing.T) {
 		require.NoError(t, err)
 		ev := now.Add(-time.Duration(c.since * float64(time.Second))).UnixMicro()
 		require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", key, "s"), "W", 100, "ev", ev).Err())
-		_, err = f.Reserve(ctx, key, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		_, err = f.Reserve(ctx, key, fleetapi.Request{Adaptive: true, MaxWait: -1})
 		require.NoError(t, err)
 		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", key, "s"), "lei").Float64()
 		require.NoError(t, err)
@@ -563,7 +563,7 @@ func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
 			dr := now.Add(-time.Duration(c.drop * float64(time.Second))).UnixMicro()
 			require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", key, "s"), "dr", dr).Err())
 		}
-		_, err = f.Reserve(ctx, key, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		_, err = f.Reserve(ctx, key, fleetapi.Request{Adaptive: true, MaxWait: -1})
 		require.NoError(t, err)
 		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", key, "s"), "lei").Float64()
 		require.NoError(t, err)
@@ -638,7 +638,7 @@ func twoSharedFleets(t *testing.T) (a, b *fleet.Fleet, rdb redis.UniversalClient
 // which counts refusals, locked it out for a second).
 func TestSharedControllerEventLetsTheQueueGo(t *testing.T) {
 	a, b, rdb, now := twoSharedFleets(t)
-	r := polite.FleetRequest{Adaptive: true, MaxWait: -1}
+	r := fleetapi.Request{Adaptive: true, MaxWait: -1}
 	// A limit of 100 held for 2 s, 190 successes told of 280 booked; a queue
 	// of 0.8 s at 99 a second.
 	key := fleet.RedisKey("polite", "k", "s")
@@ -678,7 +678,7 @@ func TestSharedControllerHalvingLetsTheQueueGo(t *testing.T) {
 	key := fleet.RedisKey("polite", "k", "s")
 	require.NoError(t, rdb.HSet(ctx, key, "W", 100, "ev", now.Add(-200*time.Millisecond).UnixMicro(), "lei", 10101,
 		"tat", now.Add(500*time.Millisecond).UnixMicro(), "bk", 60, "gen", 5, "ep", 5, "lg", 1).Err())
-	queued, err := a.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	queued, err := a.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), queued.Gen)
 	require.Greater(t, queued.Wait, 400*time.Millisecond, "behind the queue")
@@ -727,7 +727,7 @@ func TestSharedControllerWaitsOutALockout(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, us(750*time.Millisecond), tat, 20000, "the sends wait for the lockout's second to pass")
 
-	_, err = f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1})
+	_, err = f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1})
 	require.NoError(t, err)
 	lei, err := rdb.HGet(ctx, key, "lei").Float64()
 	require.NoError(t, err)
@@ -736,7 +736,7 @@ func TestSharedControllerWaitsOutALockout(t *testing.T) {
 	// A success of a send booked since: the lockout's limit, 3% below.
 	gen, err := rdb.HGet(ctx, key, "gen").Uint64()
 	require.NoError(t, err)
-	_, err = f.Reserve(ctx, "k", polite.FleetRequest{Adaptive: true, MaxWait: -1, Accepted: []polite.FleetAccepted{{Gen: gen, N: 1}}})
+	_, err = f.Reserve(ctx, "k", fleetapi.Request{Adaptive: true, MaxWait: -1, Accepted: []fleetapi.Accepted{{Gen: gen, N: 1}}})
 	require.NoError(t, err)
 	st, err := rdb.HMGet(ctx, key, "W", "lk", "lei").Result()
 	require.NoError(t, err)
@@ -754,7 +754,7 @@ func TestSharedControllerWaitsOutALockout(t *testing.T) {
 		k := fmt.Sprint("held/", c.since)
 		require.NoError(t, rdb.HSet(ctx, fleet.RedisKey("polite", k, "s"), "W", 100, "lk", 1,
 			"ev", now.Add(-time.Duration(c.since*float64(time.Second))).UnixMicro()).Err())
-		_, err = f.Reserve(ctx, k, polite.FleetRequest{Adaptive: true, MaxWait: -1})
+		_, err = f.Reserve(ctx, k, fleetapi.Request{Adaptive: true, MaxWait: -1})
 		require.NoError(t, err)
 		lei, err := rdb.HGet(ctx, fleet.RedisKey("polite", k, "s"), "lei").Float64()
 		require.NoError(t, err)
@@ -807,7 +807,7 @@ func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	rdb := newClient(t, srv.addr)
 	f := newFleet(t, rdb)
 	warm(t, f)
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	other := newClient(t, srv.addr)
 	slept := make(chan error, 1)
 	go func() { slept <- other.Do(ctx, "DEBUG", "SLEEP", "0.3").Err() }()
@@ -832,7 +832,7 @@ func TestPauseIsPublished(t *testing.T) {
 	addr := sharedAddr(t)
 	ns := uniqueNamespace(t)
 	a, b := newFleet(t, newClient(t, addr), fleet.WithNamespace(ns)), newFleet(t, newClient(t, addr), fleet.WithNamespace(ns))
-	r := polite.FleetRequest{PerSecond: 10, Burst: 1, MaxWait: -1}
+	r := fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}
 	_, err := b.Reserve(ctx, "api{1}.example", r) // b listens from its first booking
 	require.NoError(t, err)
 	assert.Zero(t, b.Paused("api{1}.example"))

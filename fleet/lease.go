@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // Leases: above leaseMinRate a process books several sends in one script
@@ -56,7 +56,7 @@ func WithLease(d time.Duration) Option {
 // processes × minLeaseSends sends (at 16 processes and 2,000 a second,
 // 128 ms of the rate), each booked in the GCRA, so that the fleet keeps
 // to its rate; a lease a process does not spend in time is lost.
-func (f *Fleet) leaseSize(r polite.FleetRequest) int {
+func (f *Fleet) leaseSize(r fleetapi.Request) int {
 	if f.lease <= 0 || r.Adaptive || r.PerSecond < leaseMinRate || r.Window.N > 0 || len(r.Costs) > 0 || math.IsInf(r.PerSecond, 1) {
 		return 1
 	}
@@ -71,7 +71,7 @@ const maxLeaseSends = 10_000
 
 // reserveLeased books a send for key from its pocket, leasing more when it
 // is empty. One call per key leases at a time; the others wait for it.
-func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetRequest, k int) (polite.FleetGrant, error) {
+func (f *Fleet) reserveLeased(ctx context.Context, key string, r fleetapi.Request, k int) (fleetapi.Grant, error) {
 	for {
 		now := time.Now()
 		f.pmu.Lock()
@@ -90,7 +90,7 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 			case <-ch:
 				continue
 			case <-ctx.Done():
-				return polite.FleetGrant{}, context.Cause(ctx)
+				return fleetapi.Grant{}, context.Cause(ctx)
 			}
 		}
 		p.leasing = make(chan struct{})
@@ -113,21 +113,21 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r polite.FleetReq
 // takeLocked takes the next send of p's lease, if it has one still fresh
 // (its instant less than a lease ago) that the caller can wait for. It
 // requires f.pmu held.
-func (f *Fleet) takeLocked(p *pocket, now time.Time, maxWait time.Duration) (polite.FleetGrant, bool) {
+func (f *Fleet) takeLocked(p *pocket, now time.Time, maxWait time.Duration) (fleetapi.Grant, bool) {
 	for p.left > 0 && now.Sub(p.next) > f.lease {
 		// Not spent in time: the slot has gone by, and spending it now
 		// would send above the fleet's rate.
 		p.next, p.left = p.next.Add(p.interval), p.left-1
 	}
 	if p.left == 0 {
-		return polite.FleetGrant{}, false
+		return fleetapi.Grant{}, false
 	}
 	wait := max(p.next.Sub(now), 0)
 	if maxWait >= 0 && wait > maxWait {
-		return polite.FleetGrant{}, false
+		return fleetapi.Grant{}, false
 	}
 	p.next, p.left = p.next.Add(p.interval), p.left-1
-	return polite.FleetGrant{Granted: true, Wait: wait, Members: p.members, Gen: p.gen}, true
+	return fleetapi.Grant{Granted: true, Wait: wait, Members: p.members, Gen: p.gen}, true
 }
 
 // newPocketLocked makes key's pocket, first forgetting the pockets that

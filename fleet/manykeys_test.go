@@ -18,6 +18,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -270,7 +271,7 @@ func TestConcurrentBookingsQueue(t *testing.T) {
 	errs := make([]error, 50)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = f.Reserve(ctx, fmt.Sprintf("k%d", i), polite.FleetRequest{PerSecond: 10, Burst: 2, MaxWait: -1})
+			_, errs[i] = f.Reserve(ctx, fmt.Sprintf("k%d", i), fleetapi.Request{PerSecond: 10, Burst: 2, MaxWait: -1})
 		})
 	}
 	wg.Wait()
@@ -396,7 +397,7 @@ func manyKeysChild() {
 		}))
 	defer f.Close()
 	// Dial Redis and load the scripts before the run, as warm does.
-	if _, err := f.Reserve(context.Background(), "warm-up", polite.FleetRequest{PerSecond: 1, Burst: 1, MaxWait: -1}); err != nil {
+	if _, err := f.Reserve(context.Background(), "warm-up", fleetapi.Request{PerSecond: 1, Burst: 1, MaxWait: -1}); err != nil {
 		fmt.Fprintln(os.Stderr, member, "warm-up:", err)
 		os.Exit(1)
 	}

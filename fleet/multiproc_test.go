@@ -20,6 +20,7 @@ import (
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -220,7 +221,7 @@ type fleetRun struct {
 	length         time.Duration
 	pauseAt        int64
 	down           [2]time.Duration // Redis stopped from down[0] after the start until down[1]; none if zero
-	window         polite.Window    // each process is configured WithWindow(window.N, window.Per), if set
+	window         fleetapi.Window  // each process is configured WithWindow(window.N, window.Per), if set
 	kill           time.Duration    // the first process is killed (SIGKILL) this long after the start, if set
 	headers        bool             // the server states its limit in headers
 	fixed          bool             // the server counts in fixed windows of a second, and states them (limitServer.fixed)
@@ -512,7 +513,7 @@ func TestFleetFailsOpen(t *testing.T) {
 // server in any 5 seconds, and at least 98% of the quota used over three
 // windows.
 func TestFleetWindowIsExact(t *testing.T) {
-	win := polite.Window{N: 100, Per: 5 * time.Second}
+	win := fleetapi.Window{N: 100, Per: 5 * time.Second}
 	fr := fleetRun{procs: 4, workers: 4, limit: 1e6, length: 12 * time.Second, window: win}
 	srv, rep, _ := fr.run(t)
 	srv.mu.Lock()

@@ -13,9 +13,9 @@ import (
 // A pause one process sets is published on its key's channel; every Fleet
 // that has booked a send listens to its namespace's channels, so that the
 // sends it booked before the pause, asleep until their slot, hold for it
-// rather than go out during it (polite.Fleet.Paused). A Fleet that misses a
-// message (Redis down, a reconnection) learns of the pause at its next
-// booking, as without listening.
+// rather than go out during it (fleetapi.Fleet.Paused). A Fleet that
+// misses a message (Redis down, a reconnection) learns of the pause at its
+// next booking, as without listening.
 
 // watcher listens to the pauses of a Fleet's namespace.
 type watcher struct {
@@ -137,7 +137,7 @@ func (f *Fleet) keyOf(channel string) (string, bool) {
 	return tagUnescaper.Replace(tag), true
 }
 
-// Paused implements [polite.Fleet]: how long key stays paused, as this
+// Paused implements [fleetapi.Fleet]: how long key stays paused, as this
 // process last heard, without asking Redis.
 func (f *Fleet) Paused(key string) time.Duration {
 	w := &f.watcher

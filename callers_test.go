@@ -10,10 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite/internal/control"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/engine"
 )
 
 // okNext answers every request 200 after latency, with the headers it is
@@ -94,7 +96,7 @@ func refusedLocally(errs []error) int {
 
 // measured makes ks's Gentle measure the limit at perSecond (a throttle,
 // a second of successes at that rate, a throttle), as its server would.
-func measured(ks *keyState, perSecond int) {
+func measured(ks *engine.Key, perSecond int) {
 	observe(ks, true)
 	for range perSecond {
 		time.Sleep(time.Second / time.Duration(perSecond))
@@ -114,13 +116,12 @@ func TestWaitJudgedAtTheServersRate(t *testing.T) {
 		tr := New(next)
 		ks := lookup(tr, "a.test")
 		measured(ks, 100)
-		require.InDelta(t, 100, ks.ctl.Gentle().ServerLimit(), 2)
+		require.InDelta(t, 100, ks.Gentle().ServerLimit(), 2)
 		for range 5 { // five rounds refused after the event
-			ks.observe(AdaptiveDefault, time.Now(), control.Throttled, 0, ks.ctl.Gentle().Sending(), 0, rate.Inf, 1<<30)
+			g, now := ks.Gentle(), time.Now()
+			ks.Bucket().Follow(g, g.Observe(now, control.Throttled, 0, g.Sending(), 0), now, rate.Inf, 1<<30)
 		}
-		ks.mu.Lock()
-		paced := float64(ks.limit)
-		ks.mu.Unlock()
+		paced := ks.Bucket().Rate()
 		require.Less(t, paced, 4.0, "halved: the 16th call would wait 4 s and more at this rate")
 
 		errs := crowd(t, tr, "http://a.test/", 16, time.Second)
@@ -132,7 +133,7 @@ func TestWaitJudgedAtTheServersRate(t *testing.T) {
 
 		slow := lookup(tr, "b.test")
 		measured(slow, 2)
-		require.InDelta(t, 2, slow.ctl.Gentle().ServerLimit(), 0.5)
+		require.InDelta(t, 2, slow.Gentle().ServerLimit(), 0.5)
 		errs = crowd(t, tr, "http://b.test/", 16, time.Second)
 		assert.GreaterOrEqual(t, refusedLocally(errs), 12, "at the server's 2 a second, most of 16 calls cannot be served in a second")
 	})
@@ -153,9 +154,7 @@ func TestFirstContactPacesACrowdNotACaller(t *testing.T) {
 			discard(resp)
 		}
 		lone := lookup(tr, "lone.test")
-		lone.mu.Lock()
-		assert.Nil(t, lone.limiter, "a lone caller: no bucket")
-		lone.mu.Unlock()
+		assert.False(t, lone.Bucket().Paced(), "a lone caller: no bucket")
 		sends := next.sends()
 		assert.Equal(t, 50*100*time.Microsecond, sends[49]+100*time.Microsecond, "never held")
 
@@ -218,7 +217,7 @@ func TestWaitPastTheDeadlineEndsWithTheContext(t *testing.T) {
 		tr := New(next)
 		ks := lookup(tr, "a.test")
 		observe(ks, true) // a first throttle: a floor of half a request a second
-		require.Zero(t, ks.ctl.Gentle().ServerLimit(), "the limit is unknown")
+		require.Zero(t, ks.Gentle().ServerLimit(), "the limit is unknown")
 		errs := crowd(t, tr, "http://a.test/", 4, 50*time.Millisecond)
 		assert.Zero(t, refusedLocally(errs))
 		late := 0

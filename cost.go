@@ -1,10 +1,17 @@
 package polite
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/politehttp/polite/internal/quota"
+	"github.com/politehttp/polite/internal/units"
 )
 
 // Cost is what a request spends of the quotas a server counts in units
@@ -33,12 +40,12 @@ const (
 )
 
 // IsZero reports whether c spends nothing.
-func (c Cost) IsZero() bool { return costOf(c).zero() }
+func (c Cost) IsZero() bool { return costOf(c).Zero() }
 
 // Of returns what c spends of unit (one of the Unit constants); 0 for a
 // unit c does not count in.
 func (c Cost) Of(unit string) float64 {
-	u, ok := unitNamed(unit)
+	u, ok := units.Named(unit)
 	if !ok {
 		return 0
 	}
@@ -167,74 +174,160 @@ func Settle(resp *http.Response, actual Cost) bool {
 // positive number, or a per <= 0 is ignored.
 func WithQuota(unit string, limit float64, per time.Duration) Option {
 	return func(c *config) {
-		u, ok := unitNamed(unit)
+		u, ok := units.Named(unit)
 		if !ok || !(limit > 0) || math.IsInf(limit, 1) || per <= 0 {
 			return
 		}
-		c.quotas[u] = configuredQuota{limit: limit, per: per}
+		c.quotas[u] = quota.Configured{Limit: limit, Per: per}
 	}
 }
 
-// configuredQuota is a quota WithQuota states.
-type configuredQuota struct {
-	limit float64
-	per   time.Duration
+// costOf returns c as the engine counts it, one figure a unit, each made
+// valid: at least 0, and finite.
+func costOf(c Cost) units.Vec {
+	return units.Vec{c.Tokens, c.InputTokens, c.OutputTokens, c.Points, c.Bytes}.Valid()
 }
 
-// unit is one of the units a Cost counts in, as an index.
-type unit int8
-
-const (
-	unitTokens unit = iota
-	unitInputTokens
-	unitOutputTokens
-	unitPoints
-	unitBytes
-	numUnits
-)
-
-// String returns the unit's name, as Quota.Unit has it.
-func (u unit) String() string {
-	switch u {
-	case unitTokens:
-		return UnitTokens
-	case unitInputTokens:
-		return UnitInputTokens
-	case unitOutputTokens:
-		return UnitOutputTokens
-	case unitPoints:
-		return UnitPoints
-	case unitBytes:
-		return UnitBytes
+// estimateCost sets the call's cost, stated on its context or told by the
+// WithCost Estimator, and adds the Estimator's scope to its key. It
+// returns the Estimator's error, wrapped.
+func (c *call) estimateCost() error {
+	stated, ok := c.ctx.Value(costKey{}).(Cost)
+	est := c.t.cfg.estimate
+	if !ok && est == nil && !c.t.cfg.costs {
+		return nil
 	}
-	return ""
-}
-
-// unitNamed returns the unit named name, and false if a Cost does not count
-// in it (requests, or a unit polite does not know).
-func unitNamed(name string) (unit, bool) {
-	for u := range numUnits {
-		if u.String() == name {
-			return u, true
+	c.ec.Costed = true
+	if ok {
+		c.ec.Cost = costOf(stated)
+	}
+	if est != nil {
+		cost, scope, err := est(c.req, c.estimateBody())
+		if err != nil {
+			return fmt.Errorf("polite: estimating the cost of a request to %q: %w", c.key, err)
+		}
+		if !ok {
+			c.ec.Cost = costOf(cost)
+		}
+		if scope != "" {
+			c.key += "|" + scope
 		}
 	}
-	return 0, false
+	c.ec.Costly = !c.ec.Cost.Zero()
+	return nil
 }
 
-// costVec is a Cost as an array, one figure a unit.
-type costVec [numUnits]float64
-
-// costOf returns c as a costVec, each figure made valid: at least 0, and
-// finite.
-func costOf(c Cost) costVec {
-	v := costVec{c.Tokens, c.InputTokens, c.OutputTokens, c.Points, c.Bytes}
-	for u, x := range v {
-		if !(x > 0) || math.IsInf(x, 1) {
-			v[u] = 0
-		}
+// estimateBody returns the request's body for its Estimator, read through
+// GetBody: nil without a body, without GetBody, or past MaxEstimateBody.
+func (c *call) estimateBody() []byte {
+	req := c.req
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
+		return nil
 	}
-	return v
+	rc, err := req.GetBody()
+	if err != nil || rc == nil {
+		return nil
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if n := req.ContentLength; n > 0 && n <= MaxEstimateBody {
+		buf.Grow(int(n))
+	}
+	if _, err := io.CopyN(&buf, rc, MaxEstimateBody+1); err != nil && err != io.EOF || buf.Len() > MaxEstimateBody {
+		return nil
+	}
+	return buf.Bytes()
 }
 
-// zero reports whether v spends nothing.
-func (v costVec) zero() bool { return v == costVec{} }
+// costing reports whether requests may cost more than a request: a
+// WithCost Estimator, or a WithQuota. New sets cfg.costs by it.
+func (cfg *config) costing() bool {
+	return cfg.estimate != nil || cfg.quotas != [units.N]quota.Configured{}
+}
+
+// costBody settles its request's cost when the caller is done with the
+// response's body: read to the end, or closed. With a UsageReader it keeps
+// the body's last MaxUsageTail bytes for it.
+type costBody struct {
+	io.ReadCloser
+	resp *http.Response
+	hold *quota.Hold
+	read UsageReader // nil: the estimate stands, unless Settle tells
+
+	mu   sync.Mutex // guards tail and done: Close may come while Read runs
+	tail []byte
+	done bool // the tail was read, or the caller settled
+}
+
+// newCostBody returns resp's body wrapped to settle h.
+func newCostBody(resp *http.Response, h *quota.Hold, read UsageReader) io.ReadCloser {
+	return &costBody{ReadCloser: resp.Body, resp: resp, hold: h, read: read}
+}
+
+func (b *costBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.read != nil && n > 0 {
+		b.mu.Lock()
+		if !b.done {
+			b.keep(p[:n])
+		}
+		b.mu.Unlock()
+	}
+	if err == io.EOF {
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *costBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.finish()
+	return err
+}
+
+// keep adds p to the tail, keeping at most 2·MaxUsageTail bytes. It
+// requires b.mu held.
+func (b *costBody) keep(p []byte) {
+	if len(p) >= MaxUsageTail {
+		b.tail = append(b.tail[:0], p[len(p)-MaxUsageTail:]...)
+		return
+	}
+	if len(b.tail)+len(p) > 2*MaxUsageTail {
+		n := copy(b.tail, b.tail[len(b.tail)-(MaxUsageTail-len(p)):])
+		b.tail = b.tail[:n]
+	}
+	b.tail = append(b.tail, p...)
+}
+
+// finish reads the usage from the tail, once, and settles the cost by it.
+func (b *costBody) finish() {
+	if b.read == nil {
+		return
+	}
+	b.mu.Lock()
+	tail, done := b.tail, b.done
+	b.tail, b.done = nil, true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	if len(tail) > MaxUsageTail {
+		tail = tail[len(tail)-MaxUsageTail:]
+	}
+	u, ok := b.read(b.resp, tail)
+	if !ok {
+		return
+	}
+	b.hold.SettleUsage(costOf(u.Cost), internalQuotas(u.Quotas), time.Now())
+}
+
+// settle settles the cost to actual, as the caller tells it (told), and
+// reports whether it did: not if it was settled before.
+func (b *costBody) settle(actual units.Vec, told bool) bool {
+	if told {
+		b.mu.Lock()
+		b.tail, b.done = nil, true // the UsageReader need not read it
+		b.mu.Unlock()
+	}
+	return b.hold.Settle(actual, time.Now())
+}

@@ -11,10 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
-	"github.com/politehttp/polite/fleetapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // downFleet is a Fleet whose store cannot be asked.

@@ -12,9 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // endless is a body that never ends: it repeats line, counting the bytes

@@ -2,13 +2,7 @@ package polite
 
 import (
 	"iter"
-	"math"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/politehttp/polite/fleetapi"
-	"golang.org/x/time/rate"
 )
 
 // KeyStatus is what a [Transport] knows of one key at a moment (see
@@ -54,90 +48,14 @@ type CostStatus struct {
 // a pause), or that [WithMaxInFlight] or [WithWindow] needed.
 func (t *Transport) Keys() iter.Seq[KeyStatus] {
 	return func(yield func(KeyStatus) bool) {
-		var states []*keyState
-		var keys []string
-		for i := range t.keys.shards {
-			sh := &t.keys.shards[i]
-			states, keys = states[:0], keys[:0]
-			sh.mu.RLock()
-			for _, m := range [2]map[string]*keyState{sh.young, sh.old} {
-				for k, ks := range m {
-					if strings.HasPrefix(k, "\x00") { // a named bucket, not a key
-						continue
-					}
-					keys, states = append(keys, k), append(states, ks)
-				}
+		for s := range t.eng.Statuses() {
+			ks := KeyStatus{Key: s.Key, Rate: s.Rate, Limit: s.Limit}
+			for _, c := range s.Costs {
+				ks.Costs = append(ks.Costs, CostStatus(c))
 			}
-			sh.mu.RUnlock()
-			now := time.Now()
-			for j, ks := range states {
-				if !yield(t.status(keys[j], ks, now)) {
-					return
-				}
+			if !yield(ks) {
+				return
 			}
 		}
 	}
 }
-
-// status returns the status of key, whose state is ks, at now.
-func (t *Transport) status(key string, ks *keyState, now time.Time) KeyStatus {
-	s := KeyStatus{Key: key}
-	ks.mu.Lock()
-	if ks.limiter != nil && ks.limit != rate.Inf && ks.limit > 0 {
-		s.Rate = float64(ks.limit)
-	}
-	// The key's own quota first, then those of the buckets its server
-	// named for its routes (few, though many routes may share them).
-	var quotas []*serverQuota
-	ctl := ks.controllerLocked(t.keys.adaptive)
-	members, own := 0, false
-	var costs *costState
-	if x := ks.extra; x != nil {
-		members, costs = x.members, x.costs
-		if x.quota != nil {
-			quotas, own = append(quotas, x.quota), true
-		}
-		for _, q := range x.routes {
-			if !slices.Contains(quotas, q) {
-				quotas = append(quotas, q)
-			}
-		}
-	}
-	ks.mu.Unlock()
-	share := 1.0
-	if f := t.cfg.fleet; f != nil && len(quotas) > 0 {
-		share = 1 / float64(max(f.Size(), members, 1))
-	}
-	for i, q := range quotas {
-		q.mu.Lock()
-		limit := q.rateLocked()
-		paced := limit * (1 - quotaMargin)
-		if spread, ok := q.spreadLocked(now, share); ok && (paced == 0 || spread < paced) {
-			paced = spread
-		}
-		q.mu.Unlock()
-		if paced > 0 && (s.Rate == 0 || paced < s.Rate) {
-			s.Rate = paced
-		}
-		switch {
-		case limit <= 0 || own && i > 0 && s.Limit > 0: // the key's own limit stands
-		case s.Limit == 0 || limit < s.Limit:
-			s.Limit = limit
-		}
-	}
-	if s.Limit == 0 {
-		if ctl != nil {
-			s.Limit = ctl.Estimate()
-		}
-	}
-	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {
-		s.Limit = 0
-	}
-	if costs != nil {
-		s.Costs = costs.status(now)
-	}
-	return s
-}
-
-// Fleet returns the fleet the Transport paces with ([WithFleet]), or nil.
-func (t *Transport) Fleet() fleetapi.Fleet { return t.cfg.fleet }

@@ -10,9 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // quotaServer answers every request 200 with X-RateLimit-* headers for a

@@ -1,12 +1,11 @@
 package polite
 
 import (
-	"math"
-	"strings"
+	"fmt"
 	"time"
 
-	"github.com/politehttp/polite/internal/control"
-	"golang.org/x/time/rate"
+	"github.com/politehttp/polite/internal/engine"
+	"github.com/politehttp/polite/internal/memfile"
 )
 
 // MemoryMaxAge is how long a limit a [Memory] holds is trusted: a
@@ -15,10 +14,6 @@ import (
 // whatever its age (at most an hour after it was asked for, as the
 // Transport keeps any server pause).
 const MemoryMaxAge = 24 * time.Hour
-
-// memorySkew is how far in the future a remembered instant may be before
-// the record is taken for broken (a clock set wrong, a hostile file).
-const memorySkew = time.Minute
 
 // Memory keeps what a Transport learnt of its keys' servers, so that a
 // Transport made later, after a restart or in another process, starts
@@ -98,145 +93,165 @@ func WithMemory(m Memory) Option {
 	return func(c *config) { c.memory = m }
 }
 
-// memo is what a key's state last told its Memory.
-type memo struct {
-	limit  float64
-	stated bool
-	stood  uint32 // seconds the limit had stood at the telling (Remembered.Since)
-	paused int64  // Unix nanoseconds; 0 if none
-	at     int64  // Unix nanoseconds of the telling
+// memoryOf is a Memory as the engine reads it: the engine's Remembered
+// has the fields of Remembered, one for one.
+type memoryOf struct{ m Memory }
+
+func (a memoryOf) Recall(key string) (engine.Remembered, bool) {
+	r, ok := a.m.Recall(key)
+	return engine.Remembered(r), ok
 }
 
-// toldLocked returns what the key last told its Memory, making it if
-// needed (a key of a Transport with no Memory has none). It requires the
-// key's mu held.
-func (x *keyExtra) toldLocked() *memo {
-	if x.told == nil {
-		x.told = new(memo)
-	}
-	return x.told
+func (a memoryOf) Remember(key string, r engine.Remembered) { a.m.Remember(key, Remembered(r)) }
+
+// Defaults of a FileMemory. Each option's documentation repeats its
+// default.
+const (
+	DefaultMemoryEntries = 1_000_000
+	DefaultMemoryBytes   = 100 << 20
+	DefaultMemoryEvery   = 30 * time.Second
+)
+
+// FileMemory is a [Memory] kept in one file: what the Transports that use
+// it learn is held in the process and written to the file every little
+// while ([MemoryEvery]) and at [FileMemory.Close]; what the file held is
+// read when it is opened. A crawler restarted after a deploy, or a
+// command run again the next day, starts from what the last run learnt.
+//
+// The file is written whole to a new file beside it, which then takes its
+// place, so that a crash never leaves half a file. It is bounded: it keeps
+// the most recently learnt entries, at most [MemoryEntries] of them and
+// [MemoryBytes] of file (1,000,000 entries, and 100 MB, by default: about
+// 60 bytes an entry, read in well under 2 seconds; see the figures in
+// docs/memory.md), and drops what is no longer trusted ([MemoryMaxAge]) once no
+// pause holds it. A FileMemory is safe for concurrent use, and may serve
+// several Transports of one process; two processes should not share one
+// file (the last to write wins; a fleet shares its memory through Redis).
+type FileMemory struct {
+	opts memfile.Options // set by the options, before the store is opened
+	s    *memfile.Store
 }
 
-// recallLocked starts ks, a state just made at now, from what mode's
-// controller and the ceiling (the WithRate rate and burst) allow of r. It
-// requires ks.mu held, or ks not yet shared.
-func (ks *keyState) recallLocked(r Remembered, now time.Time, mode AdaptiveMode, ceiling rate.Limit, cap int) {
-	n := now.UnixNano()
-	at := r.At.UnixNano()
-	if r.At.IsZero() || at > n+int64(memorySkew) {
-		return // when it was learnt is unknown, or not yet: a broken record
-	}
-	if until := r.PausedUntil.UnixNano(); !r.PausedUntil.IsZero() && until > n {
-		// Kept to its end, but no longer than the Transport keeps a pause.
-		until = min(until, n+int64(maxPause))
-		x := ks.extraLocked()
-		x.pausedUntil = until
-		x.toldLocked().paused = until
-	}
-	limit := r.Limit
-	if n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
-		return
-	}
-	limit = min(max(limit, control.MinRate), control.MaxRate)
-	x := ks.extraLocked()
-	told := x.toldLocked()
-	told.limit, told.stated, told.at = limit, r.Stated, at
-	if r.Stated {
-		// The quota the server stated paces the key, as after its first
-		// answer (the rate of it, until an answer says what is left), and
-		// in a fleet paces the whole fleet; the answers correct it.
-		window := r.Window
-		if window <= 0 || window > 24*time.Hour {
-			window = time.Second
+// A MemoryOption configures a [FileMemory].
+type MemoryOption func(*FileMemory)
+
+// MemoryEntries bounds how many keys a FileMemory keeps, the most recently
+// learnt: n < 1 means the default, [DefaultMemoryEntries].
+func MemoryEntries(n int) MemoryOption {
+	return func(m *FileMemory) {
+		if n >= 1 {
+			m.opts.Entries = n
 		}
-		x.quota = &serverQuota{limit: limit * window.Seconds(), window: window, stated: r.Window > 0}
-		ks.mark(keyQuoted, true)
-	}
-	ctl := ks.controllerLocked(mode)
-	if ctl == nil {
-		return
-	}
-	var stood time.Duration
-	if !r.Since.IsZero() && !r.Stated {
-		stood = min(max(r.At.Sub(r.Since), 0), MemoryMaxAge)
-	}
-	start, ok := ctl.Recall(now, control.Recalled{Limit: limit, Stated: r.Stated, Stood: stood})
-	if !ok {
-		return
-	}
-	told.stood = uint32(stood / time.Second)
-	// The controller's bucket holds a single request (see Gentle).
-	ks.limit, ks.burst = min(ceiling, rate.Limit(start)), int32(min(1, cap))
-	if ks.limiter == nil {
-		ks.limiter = rate.NewLimiter(ks.limit, int(ks.burst))
-	} else {
-		ks.limiter.SetLimitAt(now, ks.limit)
-		ks.limiter.SetBurstAt(now, int(ks.burst))
 	}
 }
 
-// remember tells the Transport's Memory what the call's key learnt, if
-// that changed since it last told it: its limit, or a pause.
-func (c *call) remember(ks *keyState, now time.Time) {
-	m := c.t.cfg.memory
-	if m == nil || isBucketKey(c.key) {
-		return
-	}
-	var k control.Known
-	n := now.UnixNano()
-	if ctl := ks.controller(c.t.keys.adaptive); ctl != nil {
-		k = ctl.Known(now)
-	}
-	ks.mu.Lock()
-	var paused int64
-	var window time.Duration
-	if x := ks.extra; x != nil {
-		if x.pausedUntil > n {
-			paused = x.pausedUntil
-		}
-		if q := x.quota; q != nil {
-			if until := q.spentUntil(); until.UnixNano() > max(paused, n) {
-				paused = until.UnixNano()
-			}
-			window = q.statedWindow()
-		}
-	} else if k.Limit == 0 {
-		ks.mu.Unlock()
-		return // nothing learnt, nothing told
-	}
-	x := ks.extraLocked()
-	told := *x.toldLocked()
-	k, moved := k.Worth(control.Known{Limit: told.limit, Stated: told.stated, Stood: told.stood}, told.at, n)
-	if !moved && paused <= told.paused {
-		ks.mu.Unlock()
-		return
-	}
-	limit, stated, stood := k.Limit, k.Stated, k.Stood
-	if limit > 0 {
-		x.told.limit, x.told.stated, x.told.stood, x.told.at = limit, stated, stood, n
-	}
-	x.told.paused = max(paused, told.paused)
-	ks.mu.Unlock()
-	r := Remembered{Limit: limit, Stated: stated, At: now}
-	if stated {
-		r.Window = window
-	} else if stood > 0 {
-		r.Since = now.Add(-time.Duration(stood) * time.Second)
-	}
-	if limit == 0 && told.limit > 0 {
-		// A pause, with no limit known since the key's state was made: the
-		// limit told before stands, as old as it was.
-		r.Limit, r.Stated, r.At = told.limit, told.stated, time.Unix(0, told.at)
-		if told.stood > 0 && !told.stated {
-			r.Since = r.At.Add(-time.Duration(told.stood) * time.Second)
+// MemoryBytes bounds the size of a FileMemory's file, in bytes: the most
+// recently learnt entries that fit are written, and no more than that is
+// read. n < 1 means the default, [DefaultMemoryBytes].
+func MemoryBytes(n int64) MemoryOption {
+	return func(m *FileMemory) {
+		if n >= 1 {
+			m.opts.Bytes = n
 		}
 	}
-	if paused > n {
-		r.PausedUntil = time.Unix(0, paused)
-	}
-	m.Remember(c.key, r)
 }
 
-// isBucketKey reports whether key is the registry's key of a bucket a
-// server named (bucketKey), not a request key.
-func isBucketKey(key string) bool { return strings.HasPrefix(key, "\x00bucket\x00") }
+// MemoryEvery sets how often a FileMemory writes its file when what it
+// holds has changed: d ≤ 0 means the default, [DefaultMemoryEvery]. The
+// file is written at Close too.
+func MemoryEvery(d time.Duration) MemoryOption {
+	return func(m *FileMemory) {
+		if d > 0 {
+			m.opts.Every = d
+		}
+	}
+}
+
+// MemoryFileError reports what of a memory file could not be read. The
+// keys it held are started from nothing, as they would be without memory.
+type MemoryFileError struct {
+	Path    string
+	Dropped int   // lines that were not read: broken, or past the file's bound
+	Err     error // why, for the first of them
+}
+
+func (e *MemoryFileError) Error() string {
+	if e.Dropped == 0 {
+		return fmt.Sprintf("polite: memory file %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("polite: memory file %s: %d entries not read: %v", e.Path, e.Dropped, e.Err)
+}
+
+func (e *MemoryFileError) Unwrap() error { return e.Err }
+
+// OpenFileMemory returns a FileMemory kept in the file at path, loaded
+// with what the file holds; a file that does not exist is an empty memory
+// (its directory is made when the file is first written).
+//
+// It always returns a usable FileMemory. The error, a
+// *[MemoryFileError], reports what could not be read: a file that cannot
+// be opened, is not a memory file, or holds broken lines (they are
+// skipped, and those keys start from nothing). Log it and go on: a memory
+// lost costs a cold start, nothing else.
+//
+// Close the FileMemory when done with it: it writes the file one last
+// time and stops the goroutine that writes it.
+func OpenFileMemory(path string, opts ...MemoryOption) (*FileMemory, error) {
+	m := &FileMemory{opts: memfile.Options{Entries: DefaultMemoryEntries, Bytes: DefaultMemoryBytes, Every: DefaultMemoryEvery}}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(m)
+		}
+	}
+	s, dropped, err := memfile.Open(path, m.opts)
+	m.s = s
+	if err != nil {
+		return m, &MemoryFileError{Path: path, Dropped: dropped, Err: err}
+	}
+	return m, nil
+}
+
+// Recall returns what m remembers of key.
+func (m *FileMemory) Recall(key string) (Remembered, bool) {
+	r, ok := m.s.Recall(key)
+	return Remembered(r), ok
+}
+
+// Remember keeps r as what m knows of key. A Remembered with no limit and
+// no pause forgets key.
+func (m *FileMemory) Remember(key string, r Remembered) { m.s.Remember(key, memfile.Record(r)) }
+
+// Len returns the number of keys m remembers.
+func (m *FileMemory) Len() int { return m.s.Len() }
+
+// Save writes what m holds to its file now, if it changed since it was
+// last written.
+func (m *FileMemory) Save() error { return m.s.Save() }
+
+// Close writes the file one last time and stops m's writer. m may still
+// be used: what it learns afterwards is kept in the process only, until
+// Save.
+func (m *FileMemory) Close() error { return m.s.Close() }
+
+// MarshalText encodes r as a Memory's stores keep it: five or six fields
+// separated by tabs, the limit in requests per second, "s" if the server
+// stated it or "m" if polite measured it, the window, the end of the
+// pause and when the limit was learnt, these three in milliseconds (the
+// instants since the Unix epoch; 0 if none), and, if known, Since (the
+// instant, in milliseconds, cut to a whole number of seconds before At).
+// A limit that is no positive finite number is written 0, and the
+// instants are cut to the millisecond. It never fails.
+func (r Remembered) MarshalText() ([]byte, error) { return memfile.Marshal(memfile.Record(r)), nil }
+
+// UnmarshalText decodes what MarshalText encodes. Text that is not that,
+// or holds a number out of range (a limit not finite, or over a billion
+// requests a second; a window over a day), is an error, and r is left as
+// it was.
+func (r *Remembered) UnmarshalText(text []byte) error {
+	v, err := memfile.Unmarshal(text)
+	if err != nil {
+		return fmt.Errorf("polite: remembered: %w", err)
+	}
+	*r = Remembered(v)
+	return nil
+}

@@ -19,10 +19,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
-	"github.com/politehttp/polite/fleetapi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // What a Transport tells those who watch it: its hooks, the causes of its

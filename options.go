@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/quota"
+	"github.com/politehttp/polite/internal/units"
 )
 
 // Defaults of the options. Each option's documentation repeats its default.
@@ -51,7 +53,7 @@ type config struct {
 	window        fleetapi.Window           // N 0: none
 	estimate      Estimator                 // nil: requests cost no more than a request
 	usage         UsageReader               // nil: estimates stand
-	quotas        [numUnits]configuredQuota // WithQuota's, by unit
+	quotas        [units.N]quota.Configured // WithQuota's, by unit
 	throttleBody  throttleBody              // WithThrottleBody's; read nil: none
 	costs         bool                      // requests may cost more than a request (costing), set by New
 	memory        Memory                    // WithMemory's; nil if none
@@ -302,3 +304,95 @@ func hostKey(req *http.Request) string {
 }
 
 func nonNegative(d time.Duration) time.Duration { return max(d, 0) }
+
+// WithFleet shares the Transport's pacing with every other Transport
+// configured with the same fleet store, in this process or another, so
+// that together they keep to one quota. Under WithFleet:
+//
+//   - [WithRate], [WithGlobalRate] and [WithWindow] are fleet-wide: every
+//     process configured with WithRate(100, 10) means 100 a second for the
+//     whole fleet, booked in the store, one round trip per attempt (fewer
+//     where the store leases several sends at once);
+//   - a pause a server asks for (a Retry-After that holds the key, a quota
+//     spent until its reset) seen by one process holds every process's
+//     calls to that key: the next they make, and those already booked
+//     that the store tells of it ([fleetapi.Fleet.Paused]);
+//   - the rate of a quota the server states in its headers (its limit
+//     over its window) paces the fleet, fleet-wide, as WithRate does;
+//   - with neither, each process's own controller ([WithAdaptive]) paces
+//     it as if it were alone, and the fleet shares the server's pauses;
+//     or, if the fleet shares a controller
+//     ([fleetapi.Fleet.SharesController]; a fleet of package fleet does by
+//     default), that one paces the fleet: its state lives in the store,
+//     one per key, so that a throttle seen by several processes at once
+//     counts once and a rise one process finds is used by all. It works
+//     as [Gentle] does: it measures the server's limit from the successes
+//     of every process between congestion events, holds just below it,
+//     and probes above it now and then.
+//
+// When the store cannot answer, the Transport fails open: it paces each
+// key on its own at the fleet's rate divided by the fleet's size
+// ([fleetapi.Fleet.Size]), honours the pauses it saw, and goes back to the
+// store when it answers again. No call fails or waits because of the
+// store.
+//
+// Package [github.com/politehttp/polite/fleet] is such a store, on Redis;
+// package [fleetapi] says what a store of another kind implements.
+//
+// Default: nil, each Transport paces alone.
+func WithFleet(f fleetapi.Fleet) Option {
+	return func(c *config) { c.fleet = f }
+}
+
+// WithWindow keeps each key (see [WithKey]) to at most n requests in any
+// interval of length per, as APIs that state "100 per minute" enforce it.
+// It composes with [WithRate] and the server's signals: a request waits
+// for all of them. The window counts attempts as they are sent, retries
+// included, and spaces the n+1-th from the first by per plus a guard of
+// 50ms, which absorbs the jitter between sending and arrival.
+//
+// A Transport keeps each key's window in memory: at most 257 entries, the
+// sends of each 1/256 of per merged into one that counts them at the
+// latest of their instants, so that it never allows n+1 and delays a
+// send by at most per/256 beyond the exact instant. Under [WithFleet] the
+// window is fleet-wide and exact.
+//
+// Default: none. n < 1 or per <= 0 means none.
+func WithWindow(n int, per time.Duration) Option {
+	return func(c *config) {
+		if n < 1 || per <= 0 {
+			c.window = fleetapi.Window{}
+			return
+		}
+		c.window = fleetapi.Window{N: n, Per: per}
+	}
+}
+
+// MaxThrottleHead is the most of a response body's head that
+// [WithThrottleBody] reads.
+const MaxThrottleHead = 64 << 10
+
+// WithThrottleBody tells polite of throttles that a response's status does
+// not show: GraphQL APIs answer a spent quota with 200 and an error in the
+// body (Shopify's THROTTLED, GitHub's RATE_LIMITED). For each response
+// with a 2xx status, polite reads at most n bytes of the body's head (less
+// if the body ends first) before it hands the response on, and calls read
+// with them; the caller still reads the whole body. If read reports a
+// throttle, the attempt is a throttle as a 429 is: it is retried after
+// retryAfter (0: as the backoff says), and the key's pacing hears of it.
+// read must be safe for concurrent use and must not keep head.
+//
+// Reading the head waits for it: do not use it where a 2xx answer streams
+// slowly (server-sent events).
+//
+// Default: none. n is clamped to [1, MaxThrottleHead]; a nil read
+// restores the default.
+func WithThrottleBody(n int, read func(resp *http.Response, head []byte) (retryAfter time.Duration, throttled bool)) Option {
+	return func(c *config) { c.throttleBody = throttleBody{n: min(max(n, 1), MaxThrottleHead), read: read} }
+}
+
+// throttleBody is what WithThrottleBody sets.
+type throttleBody struct {
+	n    int
+	read func(resp *http.Response, head []byte) (time.Duration, bool)
+}

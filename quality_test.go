@@ -31,10 +31,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite"
 )
 
 const (

@@ -12,9 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // site is an in-memory set of hosts, each with its robots.txt answer.

@@ -9,9 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // liveHeap returns the bytes of live heap, after a full collection.

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // The secrets planted in the requests of TestNoSecretsInLogs, and in the

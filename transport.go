@@ -3,11 +3,12 @@ package polite
 import (
 	"context"
 	"io"
-	"math"
 	"net/http"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/engine"
+	"github.com/politehttp/polite/internal/gate"
 )
 
 // drainLimit is how much of a discarded response body is read before it is
@@ -22,12 +23,15 @@ const drainLimit = 4 << 10
 // per-key state and a retry budget, so it should be created once and
 // reused. Create it with [New]; the zero value is not usable. A Transport
 // is immutable after New.
+//
+// It is the HTTP edge of polite's engine: it turns each request into a
+// call of the engine (a key, a route, a cost, a deadline), which admits
+// each attempt through its gates, and each response or error into the
+// engine's terms (see call.go and judge.go).
 type Transport struct {
 	next   http.RoundTripper
 	cfg    config
-	keys   *registry
-	global *keyState           // the WithGlobalRate bucket; nil without one
-	robots *table[robotsEntry] // scheme://host → its robots.txt, under WithCrawlDelay
+	eng    *engine.Engine
 	budget Budget
 }
 
@@ -50,20 +54,20 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 	if budget == nil {
 		budget = NewRetryBudget(DefaultRetryBudgetCapacity)
 	}
-	t := &Transport{
-		next:   next,
-		cfg:    cfg,
-		keys:   newRegistry(&cfg),
-		budget: budget,
+	t := &Transport{next: next, cfg: cfg, budget: budget}
+	ec := engine.Config{
+		PerSecond: cfg.perSecond, Burst: cfg.burst,
+		GlobalRate: cfg.globalRate, GlobalBurst: cfg.globalBurst,
+		Kind: cfg.adaptive.kind(), Idle: cfg.idle, MaxInFlight: cfg.maxInFlight,
+		Window: cfg.window, Fleet: cfg.fleet,
+		Quotas: cfg.quotas, Costs: cfg.costs,
+		CrawlDelay: cfg.crawlDelay, SpacingJitter: cfg.spacingJitter, Random: cfg.random,
+		FetchRobots: t.fetchRobots,
 	}
-	if cfg.globalRate > 0 {
-		limit, burst := rate.Limit(cfg.globalRate), min(cfg.globalBurst, math.MaxInt32)
-		t.global = &keyState{limiter: rate.NewLimiter(limit, burst), limit: limit, burst: int32(burst)}
+	if cfg.memory != nil {
+		ec.Memory = memoryOf{cfg.memory}
 	}
-	if cfg.crawlDelay {
-		t.robots = new(table[robotsEntry])
-		t.robots.init(cfg.idle, func(string, time.Time) *robotsEntry { return new(robotsEntry) }, (*robotsEntry).busy)
-	}
+	t.eng = engine.New(ec)
 	if h := cfg.hooks.OnNew; h != nil {
 		h(t)
 	}
@@ -75,8 +79,8 @@ func New(next http.RoundTripper, opts ...Option) *Transport {
 // package documentation describes. It returns a response or an error,
 // never both, and does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{t: t, req: req, ctx: req.Context(), key: t.cfg.key(req), resent: -1}
-	if err := c.estimateCost(); err != nil {
+	var c call
+	if err := c.init(t, req); err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
@@ -85,13 +89,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !returned {
 			c.abandon()
 		}
-		if c.ks != nil {
-			c.ks.release() // a slot the response's body holds keeps the key on its own
-		}
+		c.ec.Release() // a slot the response's body holds keeps the key on its own
 	}()
 	resp, err := c.run()
 	returned = true
 	return resp, err
+}
+
+// init makes c the call of req through t: its key (and the scope its
+// cost adds to it), and what the engine knows of it. It returns the
+// error of the call's Estimator, if any.
+func (c *call) init(t *Transport, req *http.Request) error {
+	c.t, c.req, c.ctx, c.key, c.resent = t, req, req.Context(), t.cfg.key(req), -1
+	if err := c.estimateCost(); err != nil {
+		return err
+	}
+	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = c.ctx, t.cfg.maxRetryAfter, (*edge)(t)
+	c.ec.Who.Key, c.ec.Who.Edge = c.key, req
+	if req.URL != nil {
+		c.ec.Host, c.ec.Route = req.URL.Host, req.URL.Path
+		if t.cfg.crawlDelay { // robots.txt is scoped by scheme and host (RFC 9309)
+			c.ec.Site = req.URL.Scheme + "://" + req.URL.Host
+		}
+	}
+	return nil
 }
 
 // resendKey is the context key of a retry's request: its value is how many
@@ -120,16 +141,6 @@ func ContextWithResendCount(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, resendKey{}, max(n, 0))
 }
 
-// resends returns how many times a layer above polite had sent the request
-// before, reading it from the context the first time it is needed: an
-// event or a retry.
-func (c *call) resends() int {
-	if c.resent < 0 {
-		c.resent = ResendCount(c.ctx)
-	}
-	return c.resent
-}
-
 // CloseIdleConnections closes the idle connections of the wrapped
 // RoundTripper, if it has such a method.
 func (t *Transport) CloseIdleConnections() {
@@ -148,87 +159,55 @@ func (t *Transport) RetryBudget() Budget { return t.budget }
 // above it to keep to the same limit.
 func (t *Transport) MaxRetryAfter() time.Duration { return t.cfg.maxRetryAfter }
 
-// refuse returns a *ThrottledError if a wait of d from now is not allowed:
-// it would not end before the context deadline, or it is a server pause longer
-// than WithMaxRetryAfter. It returns nil if the wait is allowed.
-func (c *call) refuse(d time.Duration, now time.Time, server bool) error {
-	if d <= 0 {
-		// No wait to refuse: a call whose deadline passed while it waited
-		// ends with its context's error, not a refusal of a wait of 0.
-		return nil
+// Fleet returns the fleet the Transport paces with ([WithFleet]), or nil.
+func (t *Transport) Fleet() fleetapi.Fleet { return t.cfg.fleet }
+
+// edge is the Transport as the engine's gates hear it (gate.Listener):
+// it reports their waits and refusals as events, and makes the errors
+// its callers see. (A type of its own, so that these methods are not the
+// Transport's.)
+type edge Transport
+
+// Waiting reports a wait of d that who is about to make.
+func (t *edge) Waiting(who gate.Who, d time.Duration, cause gate.Cause, server bool) {
+	if !(*Transport)(t).listening() {
+		return // no one to tell: no Event (reading the budget may take a lock)
 	}
-	allowed := time.Duration(-1)
-	if server && d > c.t.cfg.maxRetryAfter {
-		allowed = c.t.cfg.maxRetryAfter
-	}
-	if deadline, ok := c.ctx.Deadline(); ok && !now.Add(d).Before(deadline) {
-		// A wait that ends as the deadline passes leaves no time to send.
-		left := max(deadline.Sub(now), 0)
-		if allowed < 0 || left < allowed {
-			allowed = left
-		}
-	}
-	if allowed < 0 {
-		return nil
-	}
-	err := &ThrottledError{Key: c.key, Wait: d, Allowed: allowed, Server: server}
-	e := c.event(nil, err)
-	e.Delay, e.Server = d, server
-	c.t.refused(e, err)
+	e := t.event(who, nil)
+	e.Delay, e.Server, e.Wait = d, server, WaitCause(cause)
+	(*Transport)(t).waited(e)
+}
+
+// Refused returns the *ThrottledError of a wait of who not allowed.
+func (t *edge) Refused(who gate.Who, wait, allowed time.Duration, server bool) error {
+	err := &ThrottledError{Key: who.Key, Wait: wait, Allowed: allowed, Server: server}
+	e := t.event(who, err)
+	e.Delay, e.Server = wait, server
+	(*Transport)(t).refused(e, err)
 	return err
 }
 
-// waiting reports a wait of d that the call is about to make, for a
-// server pause or for pacing.
-func (c *call) waiting(d time.Duration, cause WaitCause) {
-	c.waitingFor(d, cause, cause == WaitPause)
+// TooLarge returns the *CostError of who, larger than the server's limit.
+func (t *edge) TooLarge(who gate.Who, unit string, cost, limit float64) error {
+	err := &CostError{Key: who.Key, Unit: unit, Cost: cost, Limit: limit}
+	(*Transport)(t).tooLarge(t.event(who, err), err)
+	return err
 }
 
-// waitingFor reports a wait of d that the call is about to make, for
-// cause; server reports that the server asked for it.
-func (c *call) waitingFor(d time.Duration, cause WaitCause, server bool) {
-	if d <= 0 || !c.t.listening() {
-		return // nothing to tell, or no one to tell it: no Event (reading the budget may take a lock)
-	}
-	e := c.event(nil, nil)
-	e.Delay, e.Server, e.Wait = d, server, cause
-	c.t.waited(e)
+// OffLimits reports who refused, its host's robots.txt unreachable.
+func (t *edge) OffLimits(who gate.Who, err error) {
+	(*Transport)(t).offLimits(t.event(who, err))
+}
+
+// event returns an Event about who's attempt.
+func (t *edge) event(who gate.Who, err error) Event {
+	req, _ := who.Edge.(*http.Request)
+	return Event{Request: req, Key: who.Key, Attempt: ResendCount(who.Ctx) + who.Attempt, Err: err, Budget: t.budget.Remaining()}
 }
 
 // listening reports whether anyone hears of the Transport's waits.
 func (t *Transport) listening() bool {
 	return t.cfg.hooks.OnWait != nil || t.cfg.logger != nil
-}
-
-// pauseCause returns the cause of a wait made of a server pause and a
-// turn for a token, which run at the same time: the longer of the two.
-func pauseCause(pause, turn time.Duration) WaitCause {
-	if pause > 0 && pause >= turn {
-		return WaitPause
-	}
-	return WaitRate
-}
-
-// attempted reports the answer to the current attempt.
-func (c *call) attempted(resp *http.Response, err error, throttled bool) {
-	h := c.t.cfg.hooks.OnAttempt
-	if h == nil {
-		return
-	}
-	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Throttled: throttled}
-	if resp != nil {
-		e.StatusCode = resp.StatusCode
-	}
-	h(e) // no Budget: reading it may take a lock, on every attempt
-}
-
-// event returns an Event about the current attempt.
-func (c *call) event(resp *http.Response, err error) Event {
-	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
-	if resp != nil {
-		e.StatusCode = resp.StatusCode
-	}
-	return e
 }
 
 // discard drains at most drainLimit bytes of a response body and closes it.

@@ -17,9 +17,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
 )
 
 // --- Pacing ---------------------------------------------------------------

@@ -8,10 +8,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite/internal/control"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/engine"
 )
 
 // answer is an in-memory next that answers each request with the status
@@ -68,7 +70,7 @@ func TestWithAdaptiveSelectsTheController(t *testing.T) {
 				return
 			}
 			require.NotNil(t, ks)
-			assert.IsType(t, tt.want, ks.controller(tr.keys.adaptive))
+			assert.IsType(t, tt.want, tr.eng.Controller(ks))
 		})
 	}
 	assert.Equal(t, "AdaptiveMode(42)", AdaptiveMode(42).String())
@@ -95,7 +97,7 @@ func TestWhatThrottles(t *testing.T) {
 				tr := New(next, WithMaxAttempts(1))
 				get(t, tr, "http://a.test/")
 				get(t, tr, "http://a.test/")
-				assert.Equal(t, tt.throttled, lookup(tr, "a.test").controller(AdaptiveDefault).(*control.Gentle).Enabled())
+				assert.Equal(t, tt.throttled, tr.eng.Controller(lookup(tr, "a.test")).(*control.Gentle).Enabled())
 			})
 		})
 	}
@@ -113,7 +115,7 @@ func TestEveryAttemptFeedsTheController(t *testing.T) {
 		}).transport(&calls)
 		tr := New(next, WithAdaptive(AdaptiveCubic), WithBackoff(0, 0))
 		assert.Equal(t, 200, get(t, tr, "http://a.test/"))
-		c := lookup(tr, "a.test").controller(AdaptiveCubic).(*control.Cubic)
+		c := tr.eng.Controller(lookup(tr, "a.test")).(*control.Cubic)
 		assert.Equal(t, int32(4), c.Counted(), "four attempts, four updates, all in one measurement bucket")
 	})
 }
@@ -137,12 +139,10 @@ func TestBucketFollowsTheController(t *testing.T) {
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		get(t, tr, "http://a.test/") // the 429
 		ks := lookup(tr, "a.test")
-		g := ks.controller(AdaptiveDefault).(*control.Gentle)
+		g := tr.eng.Controller(ks).(*control.Gentle)
 		require.True(t, g.Enabled())
 		assert.InDelta(t, 100, g.Limit(), 1e-9, "a floor: 300 accepted in 3 s")
-		ks.mu.Lock()
-		assert.InDelta(t, 99, float64(ks.limit), 1e-9, "the bucket at 0.99 of it")
-		ks.mu.Unlock()
+		assert.InDelta(t, 99, ks.Bucket().Rate(), 1e-9, "the bucket at 0.99 of it")
 		start = time.Now()
 		for range 45 {
 			get(t, tr, "http://a.test/")
@@ -163,19 +163,18 @@ func TestWithRateIsACeilingForTheController(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tr := New(nil, WithRate(20, 2), WithAdaptive(mode))
 				ks := lookup(tr, "a.test")
-				ceiling, cap := tr.keys.ceiling()
+				ceiling, cap := tr.eng.Ceiling()
+				ctl := tr.eng.Controller(ks)
 				for range 1000 { // the server accepts 1000 a second
 					time.Sleep(time.Millisecond)
-					ks.observe(mode, time.Now(), control.OK, 0, control.NoMark, 0, ceiling, cap)
+					feed(ks, ctl, control.OK, 0, ceiling, cap)
 				}
-				ks.observe(mode, time.Now(), control.Throttled, 0, control.NoMark, 0, ceiling, cap)
-				r := ks.controller(mode).Observe(time.Now(), control.OK, 0, control.NoMark, 0)
+				feed(ks, ctl, control.Throttled, 0, ceiling, cap)
+				r := ctl.Observe(time.Now(), control.OK, 0, control.NoMark, 0)
 				require.True(t, r.Enabled)
 				assert.Greater(t, r.PerSecond, 500.0, "the controller's rate")
-				ks.mu.Lock()
-				defer ks.mu.Unlock()
-				assert.Equal(t, 20.0, float64(ks.limit), "the bucket's rate")
-				assert.Equal(t, int32(min(r.Burst, 2)), ks.burst, "the bucket's burst: the controller's, at most 2")
+				assert.Equal(t, 20.0, ks.Bucket().Rate(), "the bucket's rate")
+				assert.Equal(t, min(r.Burst, 2), ks.Bucket().Burst(), "the bucket's burst: the controller's, at most 2")
 			})
 		})
 	}
@@ -199,26 +198,24 @@ func TestRateChangesReachQueuedCalls(t *testing.T) {
 		for range 5 { // a spent window: refusals without a pause
 			observe(ks, true)
 		}
-		ks.mu.Lock()
-		halved := float64(ks.limit)
-		ks.mu.Unlock()
+		halved := ks.Bucket().Rate()
 		require.InDelta(t, 99.0/16, halved, 0.01, "0.99 of the 100 a second accepted, halved four times")
 
-		for ks.limiter.AllowN(time.Now(), 1) { // empty the bucket
+		for ks.Bucket().Take(time.Now()) { // empty the bucket
 		}
-		c := &call{t: tr, req: mustGet(t, "http://a.test/"), key: "a.test", ks: ks}
-		c.ctx = c.req.Context()
+		var c call
+		require.NoError(t, c.init(tr, mustGet(t, "http://a.test/")))
+		c.ec.Who.Attempt = 1
 		start := time.Now()
 		done := make(chan time.Duration)
 		go func() {
-			assert.NoError(t, c.admit())
+			assert.NoError(t, tr.eng.Admit(&c.ec))
+			c.ec.Release()
 			done <- time.Since(start)
 		}()
 		synctest.Wait()    // queued for the token of 16/99 s from now
 		observe(ks, false) // a success: the window opened
-		ks.mu.Lock()
-		full := float64(ks.limit)
-		ks.mu.Unlock()
+		full := ks.Bucket().Rate()
 		require.InDelta(t, 99, full, 1)
 		assert.InDelta(t, 1/full, (<-done).Seconds(), 1e-3, "waited for the new rate, not the halved one")
 	})
@@ -231,15 +228,25 @@ func mustGet(t *testing.T, url string) *http.Request {
 	return req
 }
 
-// observe feeds ks an outcome at the present, under no ceiling.
-func observe(ks *keyState, throttled bool) {
-	ks.observe(AdaptiveDefault, time.Now(), outcomeOf(throttled), 0, control.NoMark, 0, rate.Inf, math.MaxInt32)
+// observe feeds ks's Gentle an outcome at the present, under no ceiling,
+// as an answer would.
+func observe(ks *engine.Key, throttled bool) {
+	feed(ks, ks.Gentle(), outcomeOf(throttled), 0, rate.Inf, math.MaxInt32)
 }
 
-func lookup(tr *Transport, key string) *keyState {
-	ks, _, _ := tr.keys.lookup(key, false)
+// feed feeds ctl, ks's controller, the outcome o of an attempt at the
+// present, with the limit the server states, and makes ks's bucket
+// follow it under the ceiling, as an answer would.
+func feed(ks *engine.Key, ctl control.Controller, o control.Outcome, stated float64, ceiling rate.Limit, cap int) {
+	now := time.Now()
+	ks.Bucket().Follow(ctl, ctl.Observe(now, o, stated, control.NoMark, 0), now, ceiling, cap)
+}
+
+// lookup returns the state tr holds for key; nil if none.
+func lookup(tr *Transport, key string) *engine.Key {
+	ks, _, _ := tr.eng.Lookup(key, false)
 	if ks != nil {
-		ks.release() // the test reads the state: no call holds it
+		ks.Release() // the test reads the state: no call holds it
 	}
 	return ks
 }

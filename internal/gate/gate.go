@@ -31,34 +31,47 @@ const (
 	Cost                        // the request's cost in tokens or points
 )
 
+// Who is the attempt a Listener hears of: its key, its number (1 for a
+// call's first attempt), its context, and what the edge that drives the
+// engine keeps of it (polite's Transport: the caller's *http.Request). It
+// is passed by value, so that the edge's state of a call never escapes to
+// the heap through a Listener.
+type Who struct {
+	Key     string
+	Attempt int
+	Ctx     context.Context
+	Edge    any
+}
+
 // A Listener hears what an attempt's waits come to: the edge that drives
 // the engine (polite's Transport) reports them as events, and makes the
-// errors its callers see.
+// errors its callers see. It must be safe for concurrent use.
 type Listener interface {
 	// Waiting tells of a wait of d the attempt is about to make, for
 	// cause; server reports that the server asked for it.
-	Waiting(d time.Duration, cause Cause, server bool)
+	Waiting(who Who, d time.Duration, cause Cause, server bool)
 	// Refused returns the error of an attempt whose wait of d is not
 	// allowed (allowed is the longest that is), and tells of it.
-	Refused(wait, allowed time.Duration, server bool) error
+	Refused(who Who, wait, allowed time.Duration, server bool) error
 	// TooLarge returns the error of an attempt whose cost in unit is
 	// larger than the server's whole limit there, and tells of it.
-	TooLarge(unit string, cost, limit float64) error
+	TooLarge(who Who, unit string, cost, limit float64) error
 	// OffLimits tells of an attempt refused because its host's robots.txt
 	// is unreachable; err is the edge's own, from its fetch.
-	OffLimits(err error)
+	OffLimits(who Who, err error)
 }
 
 // A Waiter is the one way an attempt waits: it refuses a wait that cannot
 // end in time, tells the Listener of the waits it makes, and sleeps
 // until their end, a wake or the end of its context. One serves all of a
-// call's attempts; it is not safe for concurrent use.
+// call's attempts (Who.Attempt says which); it is not safe for concurrent
+// use.
 type Waiter struct {
-	Ctx context.Context
 	// MaxServerWait is the longest pause a server may ask for that the
 	// attempt waits on (polite's WithMaxRetryAfter).
 	MaxServerWait time.Duration
 	L             Listener
+	Who
 }
 
 // Refuse returns the Listener's error if a wait of d from now is not
@@ -85,7 +98,7 @@ func (w *Waiter) Refuse(d time.Duration, now time.Time, server bool) error {
 	if allowed < 0 {
 		return nil
 	}
-	return w.L.Refused(d, allowed, server)
+	return w.L.Refused(w.Who, d, allowed, server)
 }
 
 // RefuseWait applies Refuse to a wait made of a server pause and a turn
@@ -100,7 +113,7 @@ func (w *Waiter) RefuseWait(pause, turn time.Duration, now time.Time) error {
 // Tell tells the Listener of a wait of d the attempt is about to make.
 func (w *Waiter) Tell(d time.Duration, cause Cause, server bool) {
 	if d > 0 {
-		w.L.Waiting(d, cause, server)
+		w.L.Waiting(w.Who, d, cause, server)
 	}
 }
 

@@ -289,3 +289,45 @@ func (b *Bucket) dropLocked(now time.Time) {
 	b.limiter, b.burst = nil, 0
 	b.changedLocked(now)
 }
+
+// Join queues a place that waits for no token, as an attempt queued for
+// one does, and returns what takes it out: for a test of what keeps a
+// key that attempts wait on.
+func (b *Bucket) Join() (leave func()) {
+	b.mu.Lock()
+	x := b.moreLocked()
+	t := x.queue.PushBack(struct{}{})
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		x.queue.Leave(t)
+		b.mu.Unlock()
+	}
+}
+
+// Burst returns how many tokens the bucket holds at most; 0 when it paces
+// nothing.
+func (b *Bucket) Burst() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limiter == nil {
+		return 0
+	}
+	return int(b.burst)
+}
+
+// Paced reports whether the bucket paces its key at a rate: it has a
+// limiter.
+func (b *Bucket) Paced() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limiter != nil
+}
+
+// Take takes a token at now if one is there, as an attempt that does not
+// wait would: for a test that empties the bucket.
+func (b *Bucket) Take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limiter != nil && b.limiter.AllowN(now, 1)
+}

@@ -53,7 +53,7 @@ func (s *Site) Admit(w *gate.Waiter, fetch Fetch) error {
 			err := s.err
 			s.mu.Unlock()
 			if err != nil {
-				w.L.OffLimits(err)
+				w.L.OffLimits(w.Who, err)
 				return err
 			}
 			return nil

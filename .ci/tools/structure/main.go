@@ -29,8 +29,11 @@
 //     minimum feedback arc set of the graph of ties, exact for a tangle of
 //     up to 24 files, see layering.go): where a file that others build on
 //     uses one built on it;
-//   - the wait-queue types: named struct types whose name holds "waiter" or
-//     "queue" (any case);
+//   - the wait-queue types: named struct types whose values wait in a queue
+//     to be woken in turn, told by a channel field named wake (at ec51a52
+//     waiter, slotWaiter and costWaiter; a name-based rule would count a
+//     queue type and its ticket type twice, and the Waiter of a wait path
+//     that queues nothing);
 //   - the uses of AdaptiveDefault outside the controllers' files, those
 //     that declare AdaptiveDefault, the controller interface (an interface
 //     type named controller or Controller) or a type that implements it;
@@ -390,15 +393,22 @@ func (c *core) namedTypes(f func(*types.TypeName, *types.Named)) {
 	}
 }
 
-// waitQueues lists the named struct types whose name says they queue or
-// wait.
+// waitQueues lists the named struct types whose values wait in a queue
+// to be woken in turn: those with a channel field named wake.
 func (c *core) waitQueues() []string {
 	out := []string{}
 	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		lower := strings.ToLower(tn.Name())
-		if _, ok := named.Underlying().(*types.Struct); ok && (strings.Contains(lower, "waiter") || strings.Contains(lower, "queue")) {
-			file, line := c.pos(tn.Pos())
-			out = append(out, fmt.Sprintf("%s (%s:%d)", tn.Name(), file, line))
+		st, ok := named.Underlying().(*types.Struct)
+		if !ok {
+			return
+		}
+		for i := range st.NumFields() {
+			f := st.Field(i)
+			if _, isChan := f.Type().Underlying().(*types.Chan); isChan && f.Name() == "wake" {
+				file, line := c.pos(tn.Pos())
+				out = append(out, fmt.Sprintf("%s (%s:%d)", tn.Name(), file, line))
+				return
+			}
 		}
 	})
 	return out

@@ -1,20 +1,21 @@
-package polite
+package quota
 
 import (
 	"math"
 	"time"
 
 	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/units"
 )
 
-// Under a fleet that books costs (see fleetapi.Request.Costs), a key's
-// cost state tells the fleet what the sends it booked gave back, and the
-// bounds the server's answers set.
+// Under a fleet that books costs (see FleetRequest.Costs), a key's cost
+// state tells the fleet what the sends it booked gave back, and the bounds
+// the server's answers set.
 
 // adjustsLocked returns what to tell h's fleet, if it booked h: the costs
 // given back (below 0: taken), and the bounds atMost sets (NaN: none),
 // for each unit whose quota the fleet keeps. It requires cs.mu held.
-func (cs *costState) adjustsLocked(h *costHold, give costVec, atMost *costVec) []fleetapi.Adjust {
+func (cs *Costs) adjustsLocked(h *Hold, give units.Vec, atMost *units.Vec) []fleetapi.Adjust {
 	if h == nil || h.fleet == nil {
 		return nil
 	}
@@ -25,7 +26,7 @@ func (cs *costState) adjustsLocked(h *costHold, give costVec, atMost *costVec) [
 		if !b.shared() || give[u] == 0 && !bounded {
 			continue
 		}
-		adj := fleetapi.Adjust{Unit: unit(u).String(), Limit: b.limit, Per: b.window(), GiveBack: give[u], Bounded: bounded}
+		adj := fleetapi.Adjust{Unit: units.Unit(u).String(), Limit: b.limit, Per: b.window(), GiveBack: give[u], Bounded: bounded}
 		if bounded {
 			adj.AtMost = atMost[u]
 		}
@@ -35,17 +36,16 @@ func (cs *costState) adjustsLocked(h *costHold, give costVec, atMost *costVec) [
 }
 
 // tellFleet tells h's fleet of a, if there is anything to tell.
-func (h *costHold) tellFleet(a []fleetapi.Adjust) {
+func (h *Hold) tellFleet(a []fleetapi.Adjust) {
 	if len(a) > 0 {
 		h.fleet.Adjust(h.key, a)
 	}
 }
 
-// shared reports whether a fleet books b's unit (see
-// fleetapi.Request.Costs): its limit and the time it takes to refill are
-// known (stated, learnt, or configured), not guessed. A windowed quota, or
-// one whose rate is not known yet, is paced by each process from what the
-// server says.
+// shared reports whether a fleet books b's unit (see FleetRequest.Costs):
+// its limit and the time it takes to refill are known (stated, learnt, or
+// configured), not guessed. A windowed quota, or one whose rate is not
+// known yet, is paced by each process from what the server says.
 func (b *costBucket) shared() bool { return b.limit > 0 && b.known && b.per > 0 && !b.windowed }
 
 // window returns the time b takes to refill its limit.
@@ -58,13 +58,13 @@ func (b *costBucket) window() time.Duration {
 
 // fleetCosts returns cost as a fleet books it: in each unit it costs
 // something whose quota the fleet can keep (see costBucket.shared).
-func (cs *costState) fleetCosts(cost costVec) []fleetapi.Cost {
+func (cs *Costs) fleetCosts(cost units.Vec) []fleetapi.Cost {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	var out []fleetapi.Cost
 	for u := range cs.units {
 		if b := &cs.units[u]; cost[u] > 0 && b.shared() {
-			out = append(out, fleetapi.Cost{Unit: unit(u).String(), Amount: cost[u], Limit: b.limit, Per: b.window()})
+			out = append(out, fleetapi.Cost{Unit: units.Unit(u).String(), Amount: cost[u], Limit: b.limit, Per: b.window()})
 		}
 	}
 	return out
@@ -72,7 +72,7 @@ func (cs *costState) fleetCosts(cost costVec) []fleetapi.Cost {
 
 // takeBooked takes cost at now for a send the fleet booked it with, and
 // returns the hold: no wait, the fleet had the send wait its turn.
-func (cs *costState) takeBooked(now time.Time, cost costVec, f fleetapi.Fleet, key string) *costHold {
+func (cs *Costs) takeBooked(now time.Time, cost units.Vec, f fleetapi.Fleet, key string) *Hold {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for u := range cs.units {

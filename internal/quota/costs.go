@@ -1,13 +1,14 @@
-package polite
+package quota
 
 import (
-	"container/list"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/politehttp/polite/fleetapi"
+	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/signals"
+	"github.com/politehttp/polite/internal/units"
 )
 
 // defaultCostWindow is how long a quota counted in a unit other than
@@ -19,7 +20,7 @@ const defaultCostWindow = time.Minute
 // before it replaces it.
 const costSnap = 0.15
 
-// costState is what a key knows of the quotas its server keeps in units
+// Costs is what a key knows of the quotas its server keeps in units
 // other than requests: one bucket a unit, the requests waiting for their
 // costs, and a ledger of what the key's requests took and gave back lately.
 //
@@ -29,11 +30,11 @@ const costSnap = 0.15
 // says is left, plus what the ledger shows was taken or given back since
 // the server counted (the requests sent after the one answered, and the
 // settlements since), and refills them at the server's rate.
-type costState struct {
+type Costs struct {
 	mu      sync.Mutex
-	units   [numUnits]costBucket
-	queue   list.List // of *costWaiter, in arrival order
-	ledger  costLedger
+	units   [units.N]costBucket
+	queue   gate.Queue[units.Vec] // the attempts waiting for their costs, with them
+	ledger  ledger
 	heard   bool // a response came back: the quotas it states are known
 	probing bool // a request whose cost counts in a unit of unknown limit is out, before any response came back
 }
@@ -50,30 +51,30 @@ type costBucket struct {
 	resetAt  time.Time // when a windowed quota renews; zero if not known
 }
 
-// costWaiter is a request waiting for its cost.
-type costWaiter struct {
-	wake chan struct{}
-	cost costVec
-}
-
-// costHold is the cost an attempt took, until it is settled or given back.
-type costHold struct {
-	cs      *costState
-	cost    costVec
-	mark    costMark       // when it was taken, just before the attempt was sent
+// Hold is the cost an attempt took, until it is settled or given back.
+type Hold struct {
+	cs      *Costs
+	cost    units.Vec
+	mark    Mark           // when it was taken, just before the attempt was sent
 	settled bool           // guarded by cs.mu
 	probe   bool           // the key's first contact: the others wait for its answer; guarded by cs.mu
 	fleet   fleetapi.Fleet // the fleet that booked it with its send, if one did
 	key     string         // the key, in that fleet
 }
 
-// newCostState returns a key's cost state, its buckets as cfg's WithQuota
-// options state them, full at now.
-func newCostState(cfg *config, now time.Time) *costState {
-	cs := &costState{}
-	for u, q := range cfg.quotas {
-		if q.limit > 0 {
-			cs.units[u] = costBucket{limit: q.limit, known: true, per: q.per, level: q.limit, at: now}
+// A Configured is a quota WithQuota states: limit units every per.
+type Configured struct {
+	Limit float64
+	Per   time.Duration
+}
+
+// NewCosts returns a key's quotas in units other than requests, their
+// buckets as the configured ones state them (WithQuota), full at now.
+func NewCosts(configured *[units.N]Configured, now time.Time) *Costs {
+	cs := &Costs{}
+	for u, q := range configured {
+		if q.Limit > 0 {
+			cs.units[u] = costBucket{limit: q.Limit, known: true, per: q.Per, level: q.Limit, at: now}
 		}
 	}
 	return cs
@@ -118,19 +119,13 @@ func (b *costBucket) wait(now time.Time, need float64) time.Duration {
 	return secondsDuration((need - b.level) / b.rate())
 }
 
-// tooLarge returns the first unit in which cost is larger than the
-// limit the server (or WithQuota) stated, and false if none.
-func (cs *costState) tooLarge(cost costVec) (unit, float64, bool) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.tooLargeLocked(cost)
-}
-
-// tooLargeLocked is tooLarge with cs.mu held.
-func (cs *costState) tooLargeLocked(cost costVec) (unit, float64, bool) {
+// tooLargeLocked returns the first unit in which cost is larger than the
+// limit the server (or WithQuota) stated, and false if none. It requires
+// cs.mu held.
+func (cs *Costs) tooLargeLocked(cost units.Vec) (units.Unit, float64, bool) {
 	for u, b := range cs.units {
 		if b.known && cost[u] > b.limit {
-			return unit(u), b.limit, true
+			return units.Unit(u), b.limit, true
 		}
 	}
 	return 0, 0, false
@@ -138,7 +133,7 @@ func (cs *costState) tooLargeLocked(cost costVec) (unit, float64, bool) {
 
 // fitsLocked reports whether every bucket holds cost, at now (refilled).
 // It requires cs.mu held.
-func (cs *costState) fitsLocked(now time.Time, cost costVec) bool {
+func (cs *Costs) fitsLocked(now time.Time, cost units.Vec) bool {
 	for u := range cs.units {
 		b := &cs.units[u]
 		if cost[u] > 0 && b.limit > 0 {
@@ -153,12 +148,12 @@ func (cs *costState) fitsLocked(now time.Time, cost costVec) bool {
 
 // takeLocked takes cost from every bucket at now and returns the hold.
 // It requires cs.mu held.
-func (cs *costState) takeLocked(now time.Time, cost costVec) *costHold {
+func (cs *Costs) takeLocked(now time.Time, cost units.Vec) *Hold {
 	for u := range cs.units {
 		cs.units[u].level -= cost[u]
 	}
-	cs.recordLocked(now, negated(cost))
-	h := &costHold{cs: cs, cost: cost, mark: costMark{at: now, seq: cs.ledger.seq}}
+	cs.recordLocked(now, cost.Negated())
+	h := &Hold{cs: cs, cost: cost, mark: Mark{at: now, seq: cs.ledger.seq}}
 	if cs.unknownLocked(cost) {
 		// The first contact: the key's server has not said its quotas yet,
 		// and the requests after this one wait for its answer (see
@@ -170,7 +165,7 @@ func (cs *costState) takeLocked(now time.Time, cost costVec) *costHold {
 
 // unknownLocked reports whether cost counts in a unit whose limit is not
 // known, before any response came back. It requires cs.mu held.
-func (cs *costState) unknownLocked(cost costVec) bool {
+func (cs *Costs) unknownLocked(cost units.Vec) bool {
 	if cs.heard {
 		return false
 	}
@@ -187,14 +182,14 @@ func (cs *costState) unknownLocked(cost costVec) bool {
 // nothing of the quotas it counts in, so that none larger than the
 // server's limit is sent, nor a crowd of them at once. It requires cs.mu
 // held.
-func (cs *costState) heldLocked(cost costVec) bool {
+func (cs *Costs) heldLocked(cost units.Vec) bool {
 	return cs.probing && cs.unknownLocked(cost)
 }
 
 // hear records that a response came back to h's request (nil: to a
 // request that took no cost), which tells the quotas it states: the
 // requests held for the first contact go on.
-func (cs *costState) hear(h *costHold) {
+func (cs *Costs) hear(h *Hold) {
 	cs.mu.Lock()
 	cs.heard = true
 	cs.endProbeLocked(h)
@@ -203,7 +198,7 @@ func (cs *costState) hear(h *costHold) {
 
 // endProbeLocked ends the first contact if h was it (h may be nil), and
 // wakes the first waiting request. It requires cs.mu held.
-func (cs *costState) endProbeLocked(h *costHold) {
+func (cs *Costs) endProbeLocked(h *Hold) {
 	if h != nil && h.probe {
 		h.probe, cs.probing = false, false
 	}
@@ -212,7 +207,7 @@ func (cs *costState) endProbeLocked(h *costHold) {
 
 // unprobe ends the first contact if h was it and no answer came (an
 // error): another request makes it.
-func (cs *costState) unprobe(h *costHold) {
+func (cs *Costs) unprobe(h *Hold) {
 	cs.mu.Lock()
 	cs.endProbeLocked(h)
 	cs.mu.Unlock()
@@ -220,11 +215,10 @@ func (cs *costState) unprobe(h *costHold) {
 
 // queuedLocked returns the costs of the requests queued, and cost.
 // It requires cs.mu held.
-func (cs *costState) queuedLocked(cost costVec) costVec {
-	for e := cs.queue.Front(); e != nil; e = e.Next() {
-		ahead := e.Value.(*costWaiter).cost
+func (cs *Costs) queuedLocked(cost units.Vec) units.Vec {
+	for t := range cs.queue.All() {
 		for u := range cost {
-			cost[u] += ahead[u]
+			cost[u] += t.Value[u]
 		}
 	}
 	return cost
@@ -233,7 +227,7 @@ func (cs *costState) queuedLocked(cost costVec) costVec {
 // waitLocked returns how long, at the buckets' rates, until every bucket
 // holds need, at now: the longest of its units' waits; -1 if that cannot
 // be told. It requires cs.mu held.
-func (cs *costState) waitLocked(now time.Time, need costVec) time.Duration {
+func (cs *Costs) waitLocked(now time.Time, need units.Vec) time.Duration {
 	var longest time.Duration
 	for u := range cs.units {
 		b := &cs.units[u]
@@ -253,18 +247,18 @@ func (cs *costState) waitLocked(now time.Time, need costVec) time.Duration {
 // give settles h: what it took less actual goes back to the buckets (a
 // surcharge if actual is more), at now. It reports false if h was settled
 // before.
-func (cs *costState) give(h *costHold, actual costVec, now time.Time) bool {
+func (cs *Costs) give(h *Hold, actual units.Vec, now time.Time) bool {
 	cs.mu.Lock()
 	if h.settled {
 		cs.mu.Unlock()
 		return false
 	}
 	h.settled = true
-	var d costVec
+	var d units.Vec
 	for u := range d {
 		d[u] = h.cost[u] - actual[u]
 	}
-	if d.zero() {
+	if d.Zero() {
 		cs.mu.Unlock()
 		return true
 	}
@@ -286,7 +280,7 @@ func (cs *costState) give(h *costHold, actual costVec, now time.Time) bool {
 // its taking is struck from the ledger, so that what a server counted
 // before or after it is read right. It reports false if h was settled
 // before.
-func (cs *costState) retract(h *costHold) bool {
+func (cs *Costs) retract(h *Hold) bool {
 	cs.mu.Lock()
 	if h.settled {
 		cs.mu.Unlock()
@@ -298,7 +292,7 @@ func (cs *costState) retract(h *costHold) bool {
 		b.level = math.Min(b.level+h.cost[u], math.Max(b.limit, b.level))
 	}
 	if e := cs.ledger.find(h.mark.seq); e != nil {
-		e.d = costVec{}
+		e.d = units.Vec{}
 	}
 	cs.endProbeLocked(h) // wakes the head
 	a := cs.adjustsLocked(h, h.cost, nil)
@@ -318,16 +312,16 @@ func (cs *costState) retract(h *costHold) bool {
 //
 // Under a fleet that books the costs, f and key name it: the most each
 // quota can hold now, by the reading, is told to it.
-func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, own costVec, ownSeq uint64, f fleetapi.Fleet, key string) {
+func (cs *Costs) sync(now time.Time, sent Mark, quotas []signals.Quota, own units.Vec, ownSeq uint64, f fleetapi.Fleet, key string) {
 	if len(quotas) == 0 {
 		return
 	}
 	cs.mu.Lock()
 	r := cs.readLocked(sent, ownSeq)
 	raised := false
-	atMost := costVec{math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()}
+	atMost := units.Vec{math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()}
 	for _, q := range quotas {
-		u, ok := unitNamed(q.Unit)
+		u, ok := units.Named(q.Unit)
 		if !ok {
 			continue
 		}
@@ -340,7 +334,7 @@ func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, 
 	}
 	var a []fleetapi.Adjust
 	if f != nil {
-		a = cs.adjustsLocked(&costHold{fleet: f, key: key}, costVec{}, &atMost)
+		a = cs.adjustsLocked(&Hold{fleet: f, key: key}, units.Vec{}, &atMost)
 	}
 	cs.mu.Unlock()
 	if len(a) > 0 {
@@ -348,7 +342,7 @@ func (cs *costState) sync(now time.Time, sent costMark, quotas []signals.Quota, 
 	}
 }
 
-// sync takes q into b (see costState.sync; since, early and late are the
+// sync takes q into b (see Costs.sync; since, early and late are the
 // ledger's reading for b's unit), and reports whether the level rose and
 // the most the reading allows the bucket to hold now (NaN if b's limit is
 // unknown). The
@@ -427,19 +421,12 @@ func (b *costBucket) learn(q signals.Quota, now time.Time, slack float64) {
 
 // wakeHeadLocked wakes the first waiting request, to see whether its cost
 // is there. It requires cs.mu held.
-func (cs *costState) wakeHeadLocked() {
-	if e := cs.queue.Front(); e != nil {
-		select {
-		case e.Value.(*costWaiter).wake <- struct{}{}:
-		default:
-		}
-	}
-}
+func (cs *Costs) wakeHeadLocked() { cs.queue.WakeHead() }
 
-// busy reports whether forgetting cs at now (Unix nanoseconds) would lose
+// Busy reports whether forgetting cs at now (Unix nanoseconds) would lose
 // something: requests wait for their costs, or a bucket is not full again.
 // A state locked at that moment is in use: busy.
-func (cs *costState) busy(now int64) bool {
+func (cs *Costs) Busy(now int64) bool {
 	if !cs.mu.TryLock() {
 		return true
 	}
@@ -458,12 +445,12 @@ func (cs *costState) busy(now int64) bool {
 	return false
 }
 
-// status returns what cs knows of its quotas at now, one a unit whose
+// Status returns what cs knows of its quotas at now, one a unit whose
 // limit is known.
-func (cs *costState) status(now time.Time) []CostStatus {
+func (cs *Costs) Status(now time.Time) []Status {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	var out []CostStatus
+	var out []Status
 	for u := range cs.units {
 		b := &cs.units[u]
 		if b.limit <= 0 {
@@ -474,17 +461,9 @@ func (cs *costState) status(now time.Time) []CostStatus {
 		if b.windowed {
 			w = 0
 		}
-		out = append(out, CostStatus{Unit: unit(u).String(), Limit: b.limit, Window: w, Left: b.level})
+		out = append(out, Status{Unit: units.Unit(u).String(), Limit: b.limit, Window: w, Left: b.level})
 	}
 	return out
-}
-
-// negated returns -v.
-func negated(v costVec) costVec {
-	for u := range v {
-		v[u] = -v[u]
-	}
-	return v
 }
 
 // secondsDuration returns s seconds as a Duration, saturating.

@@ -1,6 +1,10 @@
-package polite
+package quota
 
-import "time"
+import (
+	"time"
+
+	"github.com/politehttp/polite/internal/units"
+)
 
 // A key's ledger is what its requests took and gave back lately, in order:
 // a response's reading of the server's quotas tells what was left when the
@@ -10,13 +14,13 @@ import "time"
 // oldest response still to come (an LLM's answer can take minutes), and
 // stay small.
 const (
-	costLedgerSpan = 5 * time.Minute
-	costLedgerMax  = 4096
+	ledgerSpan = 5 * time.Minute
+	ledgerMax  = 4096
 )
 
-// costMark is a moment of a key's ledger: an attempt sent then was counted
+// Mark is a moment of a key's ledger: an attempt sent then was counted
 // by its server after the changes up to seq, and none after.
-type costMark struct {
+type Mark struct {
 	at  time.Time
 	seq uint64
 	// near: the reading may lack the settlements of the requests answered
@@ -24,55 +28,55 @@ type costMark struct {
 	near bool
 }
 
-// costEvent is a change of the buckets' levels by the key's own requests:
+// ledgerEvent is a change of the buckets' levels by the key's own requests:
 // a cost taken (negative) or given back.
-type costEvent struct {
+type ledgerEvent struct {
 	at       int64  // Unix nanoseconds
 	seq      uint64 // its number: events made at one instant are in order
-	d        costVec
+	d        units.Vec
 	answered int64 // for a taking: when its request was answered, Unix nanoseconds; 0 until then
 }
 
 // recordLocked adds a change of the levels to the ledger. It requires
 // cs.mu held.
-func (cs *costState) recordLocked(now time.Time, d costVec) {
+func (cs *Costs) recordLocked(now time.Time, d units.Vec) {
 	cs.ledger.add(now.UnixNano(), d)
 }
 
-// costLedger is the latest changes of a key's levels, numbered one after
-// the other: a ring of at most costLedgerMax, none older than
-// costLedgerSpan.
-type costLedger struct {
-	ev   []costEvent // the ring
-	head int         // the oldest event's index
-	n    int         // the events in the ring
-	seq  uint64      // the last event's number
+// ledger is the latest changes of a key's levels, numbered one after
+// the other: a ring of at most ledgerMax, none older than
+// ledgerSpan.
+type ledger struct {
+	ev   []ledgerEvent // the ring
+	head int           // the oldest event's index
+	n    int           // the events in the ring
+	seq  uint64        // the last event's number
 }
 
 // add adds the change d made at at (Unix nanoseconds).
-func (l *costLedger) add(at int64, d costVec) {
-	for l.n > 0 && (l.ev[l.head].at < at-int64(costLedgerSpan) || l.n == costLedgerMax) {
+func (l *ledger) add(at int64, d units.Vec) {
+	for l.n > 0 && (l.ev[l.head].at < at-int64(ledgerSpan) || l.n == ledgerMax) {
 		l.head = (l.head + 1) % len(l.ev)
 		l.n--
 	}
 	if l.n == len(l.ev) {
-		grown := make([]costEvent, min(max(16, 2*len(l.ev)), costLedgerMax))
+		grown := make([]ledgerEvent, min(max(16, 2*len(l.ev)), ledgerMax))
 		for i := range l.n {
 			grown[i] = *l.get(i)
 		}
 		l.ev, l.head = grown, 0
 	}
 	l.seq++
-	l.ev[(l.head+l.n)%len(l.ev)] = costEvent{at: at, seq: l.seq, d: d}
+	l.ev[(l.head+l.n)%len(l.ev)] = ledgerEvent{at: at, seq: l.seq, d: d}
 	l.n++
 }
 
 // get returns the i-th oldest event.
-func (l *costLedger) get(i int) *costEvent { return &l.ev[(l.head+i)%len(l.ev)] }
+func (l *ledger) get(i int) *ledgerEvent { return &l.ev[(l.head+i)%len(l.ev)] }
 
 // find returns the event numbered seq, or nil if the ledger no longer
 // holds it.
-func (l *costLedger) find(seq uint64) *costEvent {
+func (l *ledger) find(seq uint64) *ledgerEvent {
 	if l.n == 0 || seq > l.seq || l.seq-seq >= uint64(l.n) {
 		return nil
 	}
@@ -80,10 +84,10 @@ func (l *costLedger) find(seq uint64) *costEvent {
 }
 
 // mark returns the moment now of the ledger, for an attempt sent now.
-func (cs *costState) mark(now time.Time) costMark {
+func (cs *Costs) mark(now time.Time) Mark {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return costMark{at: now, seq: cs.ledger.seq}
+	return Mark{at: now, seq: cs.ledger.seq}
 }
 
 // costReorder is how far apart two requests may be taken, one before the
@@ -93,14 +97,14 @@ func (cs *costState) mark(now time.Time) costMark {
 // before it.
 const costReorder = 50 * time.Millisecond
 
-// costReading is what the ledger tells of a response's reading of its
+// reading is what the ledger tells of a response's reading of its
 // quotas: the change of the levels after the request was taken (the
 // server had not counted it); the costs taken before it whose requests
 // had not been answered when it was sent (the server may not have counted
 // them yet); and the costs taken just after it (the server may have
 // counted them in the other order).
-type costReading struct {
-	since, early, late costVec
+type reading struct {
+	since, early, late units.Vec
 }
 
 // costReadBack bounds how many events of the ledger a reading looks back
@@ -112,8 +116,8 @@ const costReadBack = 2048
 // took nothing), which the server counted. A taking whose request was
 // answered before m was certainly counted: it reached the server before
 // the request sent at m. It requires cs.mu held.
-func (cs *costState) readLocked(m costMark, own uint64) costReading {
-	var r costReading
+func (cs *Costs) readLocked(m Mark, own uint64) reading {
+	var r reading
 	sent, to := m.at.UnixNano(), m.at.Add(costReorder).UnixNano()
 	by := sent // a taking answered by then is in the reading
 	if m.near {
@@ -147,23 +151,23 @@ func (cs *costState) readLocked(m costMark, own uint64) costReading {
 // taken before now; but of the
 // requests it answered near then (within costReorder), it may or may not
 // have given back what they did not use, and the key may not have yet:
-// their takings count as not yet answered (costReading.early), so that a
+// their takings count as not yet answered (reading.early), so that a
 // settlement is not counted twice. Before, two answers at one instant,
 // read in the other order, had one settlement counted twice.
-func (cs *costState) bodyMark(h *costHold, now time.Time) costMark {
+func (cs *Costs) bodyMark(h *Hold, now time.Time) Mark {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if e := cs.ledger.find(h.mark.seq); e != nil && e.answered != 0 {
-		return costMark{at: time.Unix(0, e.answered), seq: cs.ledger.seq, near: true}
+		return Mark{at: time.Unix(0, e.answered), seq: cs.ledger.seq, near: true}
 	}
 	// Answered too long ago for the ledger to hold its taking: what was
 	// settled near then is long in the server's figures and the key's.
-	return costMark{at: now, seq: cs.ledger.seq}
+	return Mark{at: now, seq: cs.ledger.seq}
 }
 
 // answered records that the request of h was answered at now: from then on
 // its taking is known to be in what the server says.
-func (cs *costState) answered(h *costHold, now time.Time) {
+func (cs *Costs) answered(h *Hold, now time.Time) {
 	cs.mu.Lock()
 	if e := cs.ledger.find(h.mark.seq); e != nil {
 		e.answered = now.UnixNano()

@@ -1,12 +1,17 @@
-package polite
+package engine
 
 import (
-	"container/list"
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/pace"
+	"github.com/politehttp/polite/internal/registry"
 )
 
 // registryHold is a key a property test holds: a call in flight (a slot
@@ -15,10 +20,10 @@ import (
 type registryHold struct {
 	kind    string // "slot", "queue" or "found"
 	key     string
-	ks      *keyState
-	sh      *shard[keyState]
+	ks      *Key
+	sh      *registry.Shard[Key]
 	rotated int64
-	queued  *list.Element // the call's place in the queue, when kind is "queue"
+	leave   func() // takes the call's place out of the queue, when kind is "queue"
 }
 
 // TestPropertyRegistry drives a registry through calls to a few keys, as
@@ -30,18 +35,17 @@ type registryHold struct {
 // any rotation of its shard two idle timeouts or more after it.
 func TestPropertyRegistry(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := defaultConfig()
-		cfg.adaptive = AdaptiveOff
-		cfg.idle = time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Hour)).Draw(t, "idle"))
-		r := newRegistry(&cfg)
+		cfg := Config{Kind: control.KindOff, MaxInFlight: 1 << 20}
+		cfg.Idle = time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Hour)).Draw(t, "idle"))
+		r := New(cfg)
 		// Six keys share a shard, so that they rotate it for each other;
 		// two more have shards of their own. The seed of the shards is
 		// random, but this layout is not, so a failure replays.
 		var keys []string
-		shared, others := r.shardOf("k0"), map[*shard[keyState]]bool{}
+		shared, others := r.keys.ShardOf("k0"), map[*registry.Shard[Key]]bool{}
 		for i := 0; len(keys) < 8; i++ {
 			k := fmt.Sprint("k", i)
-			switch sh := r.shardOf(k); {
+			switch sh := r.keys.ShardOf(k); {
 			case sh == shared && len(keys) < 6:
 				keys = append(keys, k)
 			case sh != shared && len(keys) >= 6 && !others[sh]:
@@ -54,7 +58,7 @@ func TestPropertyRegistry(t *testing.T) {
 			holds   []*registryHold
 		)
 		key := rapid.SampledFrom(keys)
-		heldState := func(k string) *keyState {
+		heldState := func(k string) *Key {
 			for _, h := range holds {
 				if h.key == k {
 					return h.ks
@@ -63,36 +67,33 @@ func TestPropertyRegistry(t *testing.T) {
 			return nil
 		}
 		t.Repeat(map[string]func(*rapid.T){
-			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, cfg.idle)) },
+			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, cfg.Idle)) },
 			"call": func(t *rapid.T) {
 				k := key.Draw(t, "key")
-				ks, sh, rotated := r.lookup(k, true)
+				ks, sh, rotated := r.Lookup(k, true)
 				if want := heldState(k); want != nil && ks != want {
 					t.Fatalf("a call to %q found a new state while another holds it", k)
 				}
-				r.keep(sh, k, ks, now, rotated)
-				ks.release()
+				r.Keep(sh, k, ks, now, rotated)
+				ks.Release()
 				lastUse[k] = now
 			},
 			"hold": func(t *rapid.T) {
 				k := key.Draw(t, "key")
 				h := &registryHold{key: k}
-				h.ks, h.sh, h.rotated = r.lookup(k, true)
+				h.ks, h.sh, h.rotated = r.Lookup(k, true)
 				if want := heldState(k); want != nil && h.ks != want {
 					t.Fatalf("a call to %q found a new state while another holds it", k)
 				}
-				h.ks.mu.Lock()
-				x := h.ks.extraLocked()
 				switch h.kind = rapid.SampledFrom([]string{"slot", "queue", "found"}).Draw(t, "kind"); h.kind {
 				case "queue":
-					if x.queue == nil {
-						x.queue = list.New()
-					}
-					h.queued = x.queue.PushBack(&waiter{wake: make(chan struct{}, 1)})
+					h.leave = h.ks.pace.Join()
 				case "slot":
-					x.inflight++
+					slots := part(h.ks, slotsPart, newOf[pace.Slots]())
+					if _, err := slots.Take(&gate.Waiter{Who: gate.Who{Ctx: context.Background()}}, cfg.MaxInFlight); err != nil {
+						t.Fatal(err)
+					}
 				}
-				h.ks.mu.Unlock()
 				holds = append(holds, h)
 				lastUse[k] = now
 			},
@@ -105,19 +106,17 @@ func TestPropertyRegistry(t *testing.T) {
 				holds = append(holds[:i], holds[i+1:]...)
 				switch h.kind {
 				case "queue":
-					h.ks.leave(h.queued)
+					h.leave()
 				case "slot":
-					h.ks.mu.Lock()
-					h.ks.extra.inflight--
-					h.ks.mu.Unlock()
+					peek(h.ks, slotsPart).Release()
 				}
-				r.keep(h.sh, h.key, h.ks, now, h.rotated)
-				h.ks.release()
+				r.Keep(h.sh, h.key, h.ks, now, h.rotated)
+				h.ks.Release()
 				lastUse[h.key] = now
 			},
 			"": func(t *rapid.T) {
 				for _, h := range holds {
-					if v, _ := h.sh.peek(h.key); v != h.ks {
+					if v, _ := h.sh.Peek(h.key); v != h.ks {
 						t.Fatalf("key %q forgotten while held (held since the shard's rotation at %v, now %v)",
 							h.key, time.Duration(h.rotated-propertyStart.UnixNano()), now.Sub(propertyStart))
 					}
@@ -126,17 +125,17 @@ func TestPropertyRegistry(t *testing.T) {
 					if heldState(k) != nil {
 						continue
 					}
-					sh := r.shardOf(k)
-					if now.Sub(used) < cfg.idle {
-						if v, _ := sh.peek(k); v == nil {
-							t.Fatalf("key %q forgotten %v after its last use (idle timeout %v)", k, now.Sub(used), cfg.idle)
+					sh := r.keys.ShardOf(k)
+					if now.Sub(used) < cfg.Idle {
+						if v, _ := sh.Peek(k); v == nil {
+							t.Fatalf("key %q forgotten %v after its last use (idle timeout %v)", k, now.Sub(used), cfg.Idle)
 						}
 						continue
 					}
-					if rot := time.Unix(0, sh.rotated.Load()); rot.Sub(used) >= 2*cfg.idle {
-						if v, _ := sh.peek(k); v != nil {
+					if rot := time.Unix(0, sh.Rotated()); rot.Sub(used) >= 2*cfg.Idle {
+						if v, _ := sh.Peek(k); v != nil {
 							t.Fatalf("key %q idle since %v kept by a rotation at %v (idle timeout %v)",
-								k, used.Sub(propertyStart), rot.Sub(propertyStart), cfg.idle)
+								k, used.Sub(propertyStart), rot.Sub(propertyStart), cfg.Idle)
 						}
 					}
 				}

@@ -1,4 +1,4 @@
-package polite
+package memfile
 
 import (
 	"bytes"
@@ -20,16 +20,16 @@ import (
 func FuzzMemoryFile(f *testing.F) {
 	now := time.Unix(1_800_000_000, 0)
 	at := now.UnixMilli()
-	f.Add([]byte(memoryHeader + fmt.Sprintf("api.test\t99.5\tm\t0\t0\t%d\n", at)))
-	f.Add([]byte(memoryHeader + fmt.Sprintf("\"tab\\there\"\t10\ts\t60000\t%d\t%d\n", at+1000, at)))
-	f.Add([]byte(memoryHeader + fmt.Sprintf("x\tNaN\tm\t0\t0\t%d\nx\t1e400\tm\t0\t0\t%d\ny\t-0\tm\t0\t0\t%d\n", at, at, at)))
-	f.Add([]byte(memoryHeader + "cut\t1\tm\t0"))
-	f.Add([]byte(memoryHeader + fmt.Sprintf("stood\t50\tm\t0\t0\t%d\t%d\nlater\t50\tm\t0\t0\t%d\t%d\n", at, at-16000, at, at+1)))
-	f.Add([]byte(memoryHeader + fmt.Sprintf("seven\t50\tm\t0\t0\t%d\t%d\t1\n", at, at-16000)))
+	f.Add([]byte(header + fmt.Sprintf("api.test\t99.5\tm\t0\t0\t%d\n", at)))
+	f.Add([]byte(header + fmt.Sprintf("\"tab\\there\"\t10\ts\t60000\t%d\t%d\n", at+1000, at)))
+	f.Add([]byte(header + fmt.Sprintf("x\tNaN\tm\t0\t0\t%d\nx\t1e400\tm\t0\t0\t%d\ny\t-0\tm\t0\t0\t%d\n", at, at, at)))
+	f.Add([]byte(header + "cut\t1\tm\t0"))
+	f.Add([]byte(header + fmt.Sprintf("stood\t50\tm\t0\t0\t%d\t%d\nlater\t50\tm\t0\t0\t%d\t%d\n", at, at-16000, at, at+1)))
+	f.Add([]byte(header + fmt.Sprintf("seven\t50\tm\t0\t0\t%d\t%d\t1\n", at, at-16000)))
 	f.Add([]byte("polite memory 2\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		known, dropped, err := decodeMemory(bytes.NewReader(data), now, 1000)
+		known, dropped, err := decode(bytes.NewReader(data), now, 1000)
 		if dropped > 0 && err == nil {
 			t.Fatalf("%d lines dropped, no error", dropped)
 		}
@@ -43,13 +43,13 @@ func FuzzMemoryFile(f *testing.F) {
 			all = append(all, keyedEntry{k, e})
 		}
 		var b bytes.Buffer
-		b.WriteString(memoryHeader)
+		b.WriteString(header)
 		var line []byte
 		for _, k := range all {
 			line = k.e.appendLine(line[:0], k.key)
 			b.Write(line)
 		}
-		again, dropped, err := decodeMemory(&b, now, 1000)
+		again, dropped, err := decode(&b, now, 1000)
 		if err != nil || dropped != 0 || len(again) != len(known) {
 			t.Fatalf("written and read back: %d of %d, %d dropped, %v", len(again), len(known), dropped, err)
 		}
@@ -72,14 +72,14 @@ func FuzzMemoryFile(f *testing.F) {
 func BenchmarkFileMemoryMillion(b *testing.B) {
 	const hosts = 1_000_000
 	path := filepath.Join(b.TempDir(), "memory")
-	m, err := OpenFileMemory(path)
+	m, err := openStore(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	now := time.Now()
 	for i := range hosts {
 		at := now.Add(-time.Duration(i) * time.Millisecond)
-		r := Remembered{Limit: float64(1 + i%500), Stated: i%3 == 0, At: at}
+		r := Record{Limit: float64(1 + i%500), Stated: i%3 == 0, At: at}
 		if !r.Stated {
 			r.Since = at.Add(-time.Duration(i%3600) * time.Second) // how long a measured limit had stood
 		}
@@ -94,7 +94,7 @@ func BenchmarkFileMemoryMillion(b *testing.B) {
 	}
 	m = nil
 	var before, after runtime.MemStats
-	var loaded *FileMemory
+	var loaded *Store
 	for b.Loop() {
 		if loaded != nil {
 			loaded.Close() // written as loaded: nothing to write
@@ -102,7 +102,7 @@ func BenchmarkFileMemoryMillion(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		if loaded, err = OpenFileMemory(path); err != nil {
+		if loaded, err = openStore(path); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -115,4 +115,10 @@ func BenchmarkFileMemoryMillion(b *testing.B) {
 	b.ReportMetric(float64(st.Size())/1e6, "file-MB")
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/hosts, "B/host")
 	loaded.Close()
+}
+
+// openStore opens the Store at path with a FileMemory's defaults.
+func openStore(path string) (*Store, error) {
+	s, _, err := Open(path, Options{Entries: 1_000_000, Bytes: 100 << 20, Every: 30 * time.Second})
+	return s, err
 }

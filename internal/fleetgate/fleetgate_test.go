@@ -1,10 +1,11 @@
-package polite
+package fleetgate
 
 import (
 	"testing"
 
-	"github.com/politehttp/polite/fleetapi"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/politehttp/polite/fleetapi"
 )
 
 // A key's untold successes are kept by generation, in order, in at most

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/quota"
+	"github.com/politehttp/polite/internal/signals"
+)
+
+// An Answer is what became of an attempt, in the engine's terms: the edge
+// reads it from a response or an error.
+type Answer struct {
+	Now time.Time // when the answer came
+	// Failed reports that no answer came: a transport error. Unprocessed
+	// reports that the error proves the server never received the
+	// attempt; GaveUp that the caller's context is done (nothing was
+	// learnt).
+	Failed, Unprocessed, GaveUp bool
+	// Outcome is what the answer says of the server's rate, Throttled
+	// whether the server throttled the attempt.
+	Outcome   control.Outcome
+	Throttled bool
+	// Signals are what the answer said of the server's limits, and
+	// RetryAfter the delay they ask for (Signals.Delay), if HasRetryAfter.
+	Signals       signals.Signals
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// Judge tells the engine what became of the call's attempt, and gives
+// back the permits its answer ends: its place in the server's quota; its
+// cost, given back where the server did not take it. Every answer feeds
+// the key's controller; the quotas a response reports pace the key (or
+// the bucket the server named); a throttle pauses the key (or the bucket)
+// for the delay the server asked for; the fleet and the memory hear what
+// they keep. It returns the cost the attempt took and still holds, which
+// the edge settles once the response's body says what it actually cost
+// (nil if none: an estimate with nothing to settle it by stands).
+func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
+	if c.quota != nil {
+		c.quota.Answered()
+		c.quota = nil
+	}
+	if a.Failed {
+		if h := c.hold; h != nil {
+			h.Failed(a.Unprocessed)
+			c.hold = nil
+		}
+		if a.GaveUp {
+			return nil
+		}
+		if k := c.state(e); k != nil {
+			e.observe(c, k, a.Now, control.Failed, 0)
+		}
+		return nil
+	}
+	s := &a.Signals
+	if s.HasQuota || a.Throttled && a.RetryAfter > 0 {
+		c.need(e) // the server said something to keep
+	}
+	held := e.judgeCost(c, a)
+	if k := c.state(e); k != nil {
+		// A throttle of a request's cost is one of its key's requests
+		// too: where other clients spend the same quota unseen, the key's
+		// controller slows down for them.
+		stated := e.heed(c, k, s, a.Throttled, a.Now)
+		e.observe(c, k, a.Now, a.Outcome, stated)
+		e.tellFleet(c, k, a.Outcome)
+		if e.cfg.Memory != nil && (a.Throttled || s.HasQuota || a.HasRetryAfter) {
+			// What a Memory keeps moves only with these: a limit measured
+			// at a throttle, a quota stated, a pause asked for.
+			e.remember(c, k, a.Now)
+		}
+	}
+	return held
+}
+
+// judgeCost tells the call's costs what the answer says: a throttle gives
+// back the cost the attempt took (the server did not admit it); the
+// quotas it states set the buckets. It returns the cost still held.
+func (e *Engine) judgeCost(c *Call, a *Answer) *quota.Hold {
+	if !c.Costed {
+		return nil
+	}
+	h := c.hold
+	c.hold = nil
+	if h != nil {
+		h.Answer(a.Now, a.Throttled, a.Signals.Quotas, e.cfg.Fleet, c.Who.Key)
+		if a.Throttled {
+			return nil
+		}
+		return h
+	}
+	if len(a.Signals.Quotas) > 0 && e.cfg.Costs {
+		if k := c.state(e); k != nil {
+			e.costs(k, a.Now).Answer(a.Now, c.costSent, a.Signals.Quotas, e.cfg.Fleet, c.Who.Key)
+		}
+	}
+	return nil
+}
+
+// observe feeds the attempt's outcome, and the limit the server states
+// (requests per second; 0 if none), to the key's controller, makes the
+// key's bucket follow it, and keeps the key's state in the registry.
+func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stated float64) {
+	if ctl := k.controller(e.cfg.Kind); ctl != nil {
+		var rtt time.Duration
+		if !c.sentAt.IsZero() {
+			rtt = now.Sub(c.sentAt)
+		}
+		ceiling, cap := e.Ceiling()
+		k.pace.Follow(ctl, ctl.Observe(now, o, stated, c.mark, rtt), now, ceiling, cap)
+	}
+	e.Keep(c.sh, c.Who.Key, k, now, c.rotated)
+}
+
+// heed applies what a response said to the key's quota and pause: the
+// quota it reports paces the key, or the bucket it names (which the
+// call's route is then known to count against); a throttle with a
+// Retry-After that holds the key pauses the bucket, or the whole key if
+// the server named none or said the limit is global. (A quota reported
+// spent holds its calls through the quota itself.) It returns the limit
+// the quota states, in requests per second; 0 if it states none.
+func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now time.Time) (stated float64) {
+	var q *quota.Quota
+	switch {
+	case s.Bucket != "":
+		q = e.buckets.get(c.Host, s.Bucket, now)
+		k.route(c.Route, q)
+	case s.HasQuota:
+		q = k.ownQuota()
+	}
+	reading := &s.Quota // the answer's: the edge is done with it
+	if reading.Refill {
+		// A bucket that refills (OpenAI's, Anthropic's): its reset is when
+		// it is full again. Its limit over the window it refills in paces
+		// the key; what is left is not counted down to the reset, and once
+		// it is spent, a request may go again when one unit is back.
+		if w, ok := signals.RefillWindow(*reading, now, 0); ok && reading.Window == 0 {
+			reading.Window = w
+		}
+		if reading.Remaining < 1 {
+			reading.Reset = reading.Renewal(now)
+		} else {
+			reading.Reset = time.Time{}
+		}
+	}
+	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
+	if s.HasQuota && (reading.Unit == "" || reading.Remaining < 1) {
+		stated = q.Sync(now, *reading)
+		if e.cfg.Fleet != nil && (s.Bucket == "" || s.Global) {
+			fleetUntil = q.SpentUntil() // spent until its reset: for the whole fleet
+		}
+	}
+	if s.HasQuota && reading.Remaining < 1 && !reading.Reset.IsZero() {
+		e.pin(c, s.Bucket, minTime(reading.Reset, now.Add(gate.MaxPause)))
+	}
+	// A Retry-After of a second or less, counted in whole seconds, says no
+	// more than "slow down": servers round up to the second what is often a
+	// few milliseconds of their bucket (go-chi/httprate always says 1), and
+	// a key held for it would lose a second of its quota at every
+	// overshoot. The retry waits for it; the key's controller, which heard
+	// the throttle, slows the other calls. A longer delay, or one stated
+	// to the millisecond, holds the key.
+	if !throttled || !s.HasRetryAfter || s.RetryAfterSlack > 0 && s.RetryAfter <= s.RetryAfterSlack {
+		e.pauseFleet(c, fleetUntil, now)
+		return stated
+	}
+	until := now.Add(min(s.RetryAfter, gate.MaxPause))
+	e.pin(c, s.Bucket, until)
+	if q != nil && s.Bucket != "" && !s.Global {
+		q.Exhaust(until) // the bucket's: fleetUntil is zero
+		return stated
+	}
+	k.pace.Pause(until)
+	e.pauseFleet(c, maxTime(until, fleetUntil), now)
+	return stated
+}
+
+// pin keeps the state that holds a pause or a spent quota (the key's, and
+// the bucket the server named) until until, however idle it is.
+func (e *Engine) pin(c *Call, bucket string, until time.Time) {
+	if bucket != "" {
+		e.buckets.pin(c.Host, bucket, until)
+	}
+	e.keys.Pin(c.Who.Key, until)
+}
+
+// costs returns k's quotas in units other than requests, made at now if
+// needed, their buckets as the configured ones state them.
+func (e *Engine) costs(k *Key, now time.Time) *quota.Costs {
+	return part(k, costsPart, func() *quota.Costs { return quota.NewCosts(&e.cfg.Quotas, now) })
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -643,13 +644,17 @@ var gentleRules = []struct {
 	}},
 }
 
+// gentleTraces is how many random traces TestGentleMatchesFrozen runs:
+// 5,000 take about two seconds; more reach rarer corners.
+var gentleTraces = flag.Int("gentle.traces", 5000, "random traces TestGentleMatchesFrozen runs")
+
 func TestGentleMatchesFrozen(t *testing.T) {
 	for _, tt := range gentleRules {
 		t.Run(tt.rule, func(t *testing.T) {
 			tt.trace(newTwin(t, epoch.Add(123456789)))
 		})
 	}
-	traces := 3000
+	traces := *gentleTraces
 	if testing.Short() {
 		traces = 300
 	}

@@ -196,7 +196,7 @@ func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
 	g.Update(at(time.Millisecond), true) // a floor of 1.5 a second
-	require.True(t, g.floor)
+	require.Equal(t, climbing, g.state)
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
 	base := curve(time.Millisecond)
 	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/16*float64(time.Second))), 1e-6, "eight round trips of 1 ms: a sixteenth of a second at least")

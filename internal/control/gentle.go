@@ -35,6 +35,10 @@ const (
 	gentleQueued    = 2.0         // requests' worth of added round trip, at the rate, that shows the server queueing
 	gentleMinQueue  = 1000        // microseconds of added round trip that are noise at any rate
 	gentleDemand    = 4.0         // while finding W, the rate is at most this many times that of the last successes
+	gentleMoved     = 0.05        // a W this far from the last has moved: found anew, and, higher, still being found
+	gentleFall      = 4.0         // an event while holding lowers W by this factor at most: a cut not enough shows the limit lower, not how much
+	gentleGrowth    = 2.0         // once W is measured, the rate grows to this many times the rate of responses at most: an unused rate does not inflate
+	gentleFloorSpan = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
 )
 
 // Gentle is polite's default send-rate controller (AdaptiveDefault),
@@ -70,7 +74,7 @@ type Gentle struct {
 	phase atomic.Uint32
 	// untimed reports that round trips do not matter for now (see
 	// Timed): a copy, read without mu, of "unthrottled, and a round of
-	// round trips has given a base".
+	// round trips has come since the key began or forgot".
 	untimed atomic.Bool
 
 	event    uint32    // the phase right after the last event
@@ -89,13 +93,15 @@ type Gentle struct {
 	sampled  uint8     // round trips in the round in progress
 	state    gentleState
 
-	// The facts beside the state. Each is orthogonal to it, for it
-	// outlives the state it was learnt in: fresh, of W, is carried from
-	// finding into holding; crossed, of the epoch, is how any epoch
-	// began; wary, of the server, stands for the key's life; recalled,
-	// of where W and the stated limit came from, stands through queueing
-	// epochs until a throttle or an answer; queued, of the round trips,
-	// is the sampler's memory of its last round.
+	// The facts beside the state, each orthogonal to it, for it outlives
+	// the state it was learnt in: fresh, of W, is carried from finding
+	// into holding; crossed, of the epoch, says how an epoch of either
+	// began; wary, of the server, stands until a memory's limit is
+	// forgotten; recalled, of where W and the stated limit came from,
+	// stands through queueing epochs until a throttle or an answer;
+	// queued, of the round trips, is the sampler's memory of its last
+	// round. (spent, frozen, held and dropped are counts and instants of
+	// the measurement, not modes.)
 	fresh    bool     // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
 	queued   bool     // the last complete round of round trips stood above the base
 	crossed  crossing // how the server was overdrawn as the epoch began, if it was
@@ -120,9 +126,9 @@ const (
 	// The first throttle made W a floor (what was accepted before it):
 	// the rate doubles from it every gentleFindRTTs round trips.
 	climbing
-	// The last event found W more than 5% above the one before, or the
-	// server stated it: no hold, the rate doubles every quarter of
-	// gentleDouble.
+	// The last event found W more than gentleMoved above the one
+	// before, or the server stated it: no hold, the rate doubles every
+	// quarter of gentleDouble.
 	finding
 	// W is measured: the rate holds at gentleHold·W, then probes above
 	// it until the next event (see hold, curve).
@@ -148,7 +154,7 @@ const (
 // An input is what an event brings to step.
 type input struct {
 	n         int64         // when, Unix nanoseconds
-	since     int64         // nanoseconds since the last outcome before (outage)
+	gap       int64         // nanoseconds since the outcome before (outage)
 	measured  float64       // the smoothed rate of responses (success)
 	stated    float64       // the limit stated (statedLimit)
 	sent      uint32        // the phase the attempt was sent in; noSend if unknown
@@ -215,7 +221,7 @@ func (g *Gentle) Observe(now time.Time, o Outcome, stated float64, mark Mark, rt
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := now.UnixNano()
-	in := input{n: n, since: n - g.last, measured: g.responses.add(now), sent: uint32(mark), phase: g.phase.Load(), rtt: rtt}
+	in := input{n: n, gap: n - g.last, measured: g.responses.add(now), sent: uint32(mark), phase: g.phase.Load(), rtt: rtt}
 	g.last = n
 	in.order = g.sentIn(in.sent)
 	if stated > 0 {
@@ -283,7 +289,21 @@ func (g *Gentle) throttle(in *input) gentleEvent {
 
 // step makes the transition event e brings at in.n: the one place where
 // Gentle's state changes. It reports whether g forgot a limit a memory
-// gave. It requires g.mu held.
+// gave. It requires g.mu held. The transitions of the state:
+//
+//	unthrottled  congestion   climbing (W a floor), or finding (W stated)
+//	climbing     congestion   finding (W found above the floor), or holding
+//	climbing     statedLimit  finding
+//	finding      congestion   finding (W found higher), or holding
+//	holding      congestion   holding (W lower, or confirmed, or a lockout),
+//	                          finding (a probe found W higher), or
+//	                          unthrottled (a memory's limit forgotten)
+//	finding,     queueing     finding (W found higher), or holding
+//	holding
+//	any          recall       holding
+//
+// Successes, outages, refusals and late throttles change the rate, the
+// measurement and the facts, not the state.
 func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 	n := in.n
 	switch e {
@@ -292,65 +312,56 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		// floor: the server knows better than a climb.
 		g.stated = in.stated
 		g.recalled &^= recalledStated
-		if g.state == climbing || g.state != unthrottled && g.limit > in.stated {
+		switch {
+		case g.state == climbing:
+			g.limit, g.state = in.stated, finding
+		case g.state != unthrottled && g.limit > in.stated:
 			g.limit = in.stated
-			if g.state == climbing {
-				g.state = finding
-			}
 		}
 
 	case outage:
 		// An outage says nothing of the limit: the rate neither grows nor
 		// falls, and its time is left out of the next measurement.
-		g.since = min(g.since+max(in.since, 0), n)
-		g.ramp = min(g.ramp+max(in.since, 0), n)
+		g.since = min(g.since+max(in.gap, 0), n)
+		g.ramp = min(g.ramp+max(in.gap, 0), n)
 
 	case success:
 		if in.phase%2 == 1 && in.order >= sentUnanswered {
 			g.phase.Store(in.phase + 1) // the first success of an attempt sent since the event
 		}
-		switch {
-		case in.order >= sentUnanswered:
-			if g.held < 0 && g.state == holding && g.probing(n) {
-				g.held = g.accepted // the first success of the probe
-			}
-			g.accepted = min(g.accepted+1, math.MaxInt32-1)
-		case g.state == climbing:
-			g.limit++ // in flight at the first event: part of the floor, over a second
-		}
+		g.tally(in)
 		if g.spent > 0 {
 			// A success ends the halving: the curve goes on from where
 			// it stood.
 			g.thaw(n)
 			g.spent = 0
 		}
-		g.count(n)
-		delivered, queued := g.sample(n, in.rtt)
-		if !queued || g.state != finding && g.state != holding || !g.rising(n) {
-			switch g.state {
-			case climbing, finding:
-				// The curve, but no higher than what succeeds allows:
-				// callers held by a refusal must not come back into a
-				// rate that rose meanwhile.
-				g.rate = g.findRate(n)
-			case holding:
-				// The curve, but never past twice the rate of responses:
-				// a client that does not use its rate does not inflate it.
-				g.rate = math.Max(gentleMinRate, math.Min(g.curve(n), math.Max(g.rate, 2*in.measured)))
-			}
-			break
+		if delivered, queued := g.sample(n, in.rtt); queued && g.limitKnown() && g.rising(n) {
+			in.delivered = delivered
+			return g.step(queueing, in)
 		}
-		in.delivered = delivered
-		fallthrough
+		switch g.state {
+		case climbing, finding:
+			// The curve, but no higher than what succeeds allows: callers
+			// held by a refusal must not come back into a rate that rose
+			// meanwhile.
+			g.rate = g.findRate(n)
+		case holding:
+			// The curve, but never past gentleGrowth times the rate of
+			// responses: a client that does not use its rate does not
+			// inflate it.
+			g.rate = math.Max(gentleMinRate, math.Min(g.curve(n), math.Max(g.rate, gentleGrowth*in.measured)))
+		}
 
 	case queueing:
 		// A queue the rising rate built is an event no refusal showed: W
-		// becomes the rate the server served it at, and the rise stops.
+		// becomes the rate the server served it at (half to twice W), and
+		// the rise stops.
 		previous := g.limit
 		g.limit = g.bounded(min(max(in.delivered, previous/2), 2*previous))
 		g.crossed = notCrossed
 		g.state = holding
-		if g.limit > 1.05*previous {
+		if g.limit > (1+gentleMoved)*previous {
 			g.state = finding
 		}
 		if moved(g.limit, previous) {
@@ -414,7 +425,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				// The first throttle has no event before it: W is only a
 				// floor, to climb from in round trips.
 				g.state = climbing
-			case from == unthrottled, g.limit > 1.05*previous:
+			case from == unthrottled, g.limit > (1+gentleMoved)*previous:
 				// Stated, or found higher: still being found, with no
 				// hold.
 				g.state = finding
@@ -478,13 +489,8 @@ func (g *Gentle) forget(n int64, stated float64) {
 // hold, the rate doubles.
 func (g *Gentle) seeking() bool { return g.state == climbing || g.state == finding }
 
-// moved reports whether limit moved more than 5% from previous.
-func moved(limit, previous float64) bool { return math.Abs(limit-previous) > 0.05*previous }
+// limitKnown reports whether W is measured (or stated), not a floor.
+func (g *Gentle) limitKnown() bool { return g.state == finding || g.state == holding }
 
-// wholeSeconds returns n (Unix nanoseconds) in whole seconds, rounded, as
-// Gentle keeps some instants.
-func wholeSeconds(n int64) uint32 {
-	return uint32(max((n+int64(time.Second)/2)/int64(time.Second), 0))
-}
-
-func nanosToSeconds(n int64) float64 { return float64(n) / float64(time.Second) }
+// moved reports whether limit moved more than gentleMoved from previous.
+func moved(limit, previous float64) bool { return math.Abs(limit-previous) > gentleMoved*previous }

@@ -24,7 +24,7 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		// The first event has none before it: what was accepted since the
 		// first attempt, over a second at least, is only a floor, for a
 		// server with a burst accepts that much in a moment.
-		limit = float64(g.accepted) / math.Max(span, 1)
+		limit = float64(g.accepted) / math.Max(span, gentleFloorSpan)
 	case g.state == climbing:
 		// The end of the climb: the rate of the last round of successes
 		// tells W better than the whole climb, but no more than the last
@@ -40,17 +40,17 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		// what the probe and the end of the hold measure (see probed).
 		limit = max(previous, g.probed(n, span, measured))
 		switch {
-		case limit > 1.05*previous:
+		case limit > (1+gentleMoved)*previous:
 			g.fresh = true
 		case g.state == holding:
 			g.fresh = false // after a hold, where it was: confirmed
 		}
 	default:
-		// While holding, an event shows the limit lower, not how much: W
-		// falls to what was accepted, a quarter of it at least, and by
-		// gentleAfter at most in an aftershock of a crossing, which a
-		// handful of requests cannot measure.
-		least := previous / 4
+		// While holding, an event shows the limit lower: W falls to what
+		// was accepted, by gentleFall at most, and by gentleAfter at most
+		// in an aftershock of a crossing, which a handful of requests
+		// cannot measure.
+		least := previous / gentleFall
 		aftershock := g.crossed != notCrossed && g.accepted < gentleRound
 		if aftershock {
 			least = gentleAfter * previous
@@ -64,6 +64,23 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		g.fresh = aftershock // an aftershock's W is verified soon (see verifies)
 	}
 	return g.bounded(limit)
+}
+
+// tally counts a success toward the measurement of the next event: an
+// attempt sent since the last event is accepted (and marks the probe's
+// beginning if it is its first success); one in flight at the first
+// event is part of the floor. It requires g.mu held.
+func (g *Gentle) tally(in *input) {
+	switch {
+	case in.order >= sentUnanswered:
+		if g.held < 0 && g.state == holding && g.probing(in.n) {
+			g.held = g.accepted // the first success of the probe
+		}
+		g.accepted = min(g.accepted+1, math.MaxInt32-1)
+	case g.state == climbing:
+		g.limit++ // over a second at least, as the floor was measured
+	}
+	g.count(in.n)
 }
 
 // bounded returns limit, no higher than the stated limit and no lower

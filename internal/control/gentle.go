@@ -18,7 +18,7 @@ const (
 	gentleShorten   = 0.15        // after a drop the hold is this share of the time since, until that is gentleWait again
 	gentleDrop      = 0.5         // an event that lowers a W that stood below this share of it is a drop
 	gentleVerify    = 1.0         // seconds held before the probe that verifies a W just found, and the last of the hold it counts
-	gentleAfter     = 0.85        // an aftershock of a crossing lowers W by this share at most: its handful of requests measure nothing
+	gentleAfter     = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing
 	gentleBursty    = 0.5         // seconds of its limit that a server lets through at once, from which a probe a second on would measure the burst
 	gentleLockout   = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it: two of its periods
 	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding W
@@ -165,6 +165,16 @@ type input struct {
 	memory    Recalled      // recall
 }
 
+// When an attempt was sent: before the last event (in flight when it
+// came), after it but before its first success, or after both.
+type sending int8
+
+const (
+	sentBefore     sending = -1
+	sentUnanswered sending = 0
+	sentAfter      sending = 1
+)
+
 // How the server was overdrawn as an epoch began (Gentle.crossed).
 type crossing uint8
 
@@ -244,16 +254,6 @@ func (g *Gentle) Observe(now time.Time, o Outcome, stated float64, mark Mark, rt
 	return Rate{PerSecond: r, Burst: b, Enabled: enabled}
 }
 
-// When an attempt was sent: before the last event (in flight when it
-// came), after it but before its first success, or after both.
-type sending int8
-
-const (
-	sentBefore     sending = -1
-	sentUnanswered sending = 0
-	sentAfter      sending = 1
-)
-
 // sentIn returns when an attempt sent in phase sent was sent; after both
 // if unknown.
 func (g *Gentle) sentIn(sent uint32) sending {
@@ -289,7 +289,9 @@ func (g *Gentle) throttle(in *input) gentleEvent {
 
 // step makes the transition event e brings at in.n: the one place where
 // Gentle's state changes. It reports whether g forgot a limit a memory
-// gave. It requires g.mu held. The transitions of the state:
+// gave. It requires g.mu held. Each rule says why in a sentence; its
+// figures are in docs/adapting.md ("Gentle's rules"). The transitions of
+// the state:
 //
 //	unthrottled  congestion   climbing (W a floor), or finding (W stated)
 //	climbing     congestion   finding (W found above the floor), or holding

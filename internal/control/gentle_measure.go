@@ -46,10 +46,10 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 			g.fresh = false // after a hold, where it was: confirmed
 		}
 	default:
-		// While holding, an event shows the limit lower: W falls to what
-		// was accepted, by gentleFall at most, and by gentleAfter at most
-		// in an aftershock of a crossing, which a handful of requests
-		// cannot measure.
+		// While holding, an event shows the limit lower, not how much: W
+		// falls to what was accepted, by a factor of gentleFall at most,
+		// and to gentleAfter of it at least in an aftershock of a
+		// crossing, which a handful of requests cannot measure.
 		least := previous / gentleFall
 		aftershock := g.crossed != notCrossed && g.accepted < gentleRound
 		if aftershock {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,7 +197,7 @@ func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
 	g.Update(at(time.Millisecond), true) // a floor of 1.5 a second
-	require.True(t, g.floor)
+	require.Equal(t, climbing, g.state)
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
 	base := curve(time.Millisecond)
 	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/16*float64(time.Second))), 1e-6, "eight round trips of 1 ms: a sixteenth of a second at least")
@@ -555,4 +556,13 @@ func probeCrossed(t *testing.T, wary uint8) *Gentle {
 	require.InDelta(t, 100, g.Limit(), 1e-9)
 	require.NotZero(t, g.crossed)
 	return g
+}
+
+// A Gentle lives inline in each key's state (see Cell), and a crawler
+// holds a key a host: a key's whole state must stay at 224 B, which the
+// root's million-key test (scale_test.go) holds to 300 B a key of live
+// heap. Gentle's share of it is 176 B; its states and facts must fit in
+// what its mode bits took.
+func TestGentleSize(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Gentle{}), uintptr(176))
 }

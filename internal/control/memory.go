@@ -28,30 +28,15 @@ const (
 	recalledStated             // the stated limit is a memory's, and no answer has stated one since
 )
 
-// Recall starts g at now from a limit a memory kept: as after a congestion
-// event that measured it, the rate holds just below it, as long as it had
-// stood (see hold), then probes (never above a stated limit); a throttle
-// while it holds shows it stale (see congestion). It returns the rate to
-// start at.
+// Recall starts g at now from a limit a memory kept (see step's recall):
+// the rate holds just below it, as long as it had stood (see hold), then
+// probes (never above a stated limit); a throttle while it holds shows it
+// stale. It returns the rate to start at.
 func (g *Gentle) Recall(now time.Time, r Recalled) (float64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := now.UnixNano()
-	g.limit, g.floor, g.finding, g.fresh, g.crossed, g.enabled = r.Limit, false, false, false, 0, true
-	g.settled, g.recalled = float32(r.Limit), recalledLimit
-	if r.Stated {
-		g.stated = r.Limit
-		g.recalled |= recalledStated
-	}
-	g.untimed.Store(false)
-	// An event, and a success since: the first throttle is an event of
-	// its own, which measures the limit again.
-	g.event = g.phase.Load() | 1
-	g.phase.Store(g.event + 1)
-	g.since, g.ramp = n, n
-	g.found = wholeSeconds(n - int64(r.Stood))
-	g.rate = g.curve(n)
-	rate, _, _ := g.state()
+	g.step(recall, &input{n: now.UnixNano(), memory: r})
+	rate, _, _ := g.current()
 	return rate, true
 }
 

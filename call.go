@@ -1,15 +1,17 @@
 package polite
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
+	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/engine"
 	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // The path of one call, in order: RoundTrip (transport.go) makes a call
@@ -214,50 +216,180 @@ func (c *call) event(resp *http.Response, err error) Event {
 	return e
 }
 
-// schedule yields the backoff delays of one call's retries. The un-jittered
-// ceilings min(limit, base·2^(n-1)) come from a backoff/v4
-// ExponentialBackOff with its own randomization off (backoff/v4 caps the
-// interval before it randomizes, so its jitter can exceed the cap); full
-// jitter is drawn on top, below the ceiling, so the cap holds after jitter.
-// backoff/v4 saturates the interval at the cap, so no attempt count
-// overflows.
-//
-// A schedule belongs to one call and is not safe for concurrent use. It is
-// made only when a call retries, so calls that succeed at once allocate
-// nothing for it.
-type schedule struct {
-	exp backoff.ExponentialBackOff
-}
-
-func newSchedule(base, limit time.Duration) *schedule {
-	s := &schedule{exp: backoff.ExponentialBackOff{
-		InitialInterval:     min(base, limit),
-		RandomizationFactor: 0,
-		Multiplier:          2,
-		MaxInterval:         limit,
-		MaxElapsedTime:      0, // never stop: attempts and the budget bound retries
-		Stop:                backoff.Stop,
-		Clock:               backoff.SystemClock,
-	}}
-	s.exp.Reset()
-	return s
-}
-
-// next returns the delay before the next retry; u is a uniform draw from
-// [0, 1).
-func (s *schedule) next(u float64) time.Duration {
-	return fullJitter(s.exp.NextBackOff(), u)
-}
-
-// fullJitter maps a uniform draw u in [0, 1) to a delay in [0, ceiling): 0
-// when ceiling <= 0, never ceiling or more, whatever u and ceiling are.
-func fullJitter(ceiling time.Duration, u float64) time.Duration {
-	if ceiling <= 0 || !(u > 0) { // !(u > 0) also catches NaN
-		return 0
+// RoundTrip sends req through the wrapped RoundTripper, waiting for
+// permission before each attempt and retrying failed attempts as the
+// package documentation describes. It returns a response or an error,
+// never both, and does not modify req.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var c call
+	if err := c.init(t, req); err != nil {
+		closeRequestBody(req)
+		return nil, err
 	}
-	d := time.Duration(u * float64(ceiling))
-	if d >= ceiling || d < 0 { // float rounding near 1, or u >= 1
-		return ceiling - 1
+	returned := false
+	defer func() {
+		if !returned {
+			c.abandon()
+		}
+		c.ec.Release() // a slot the response's body holds keeps the key on its own
+	}()
+	resp, err := c.run()
+	returned = true
+	return resp, err
+}
+
+// init makes c the call of req through t: its key (and the scope its
+// cost adds to it), and what the engine knows of it. It returns the
+// error of the call's Estimator, if any.
+func (c *call) init(t *Transport, req *http.Request) error {
+	c.t, c.req, c.ctx, c.key, c.resent = t, req, req.Context(), t.cfg.key(req), -1
+	if err := c.estimateCost(); err != nil {
+		return err
 	}
-	return d
+	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = c.ctx, t.cfg.maxRetryAfter, (*edge)(t)
+	c.ec.Who.Key, c.ec.Who.Edge = c.key, req
+	if req.URL != nil {
+		c.ec.Host, c.ec.Route = req.URL.Host, req.URL.Path
+		if t.cfg.crawlDelay { // robots.txt is scoped by scheme and host (RFC 9309)
+			c.ec.Site = req.URL.Scheme + "://" + req.URL.Host
+		}
+	}
+	return nil
+}
+
+// judge reports whether the attempt failed in a way worth retrying, and
+// tells the engine what became of it, in its terms (engine.Answer): a
+// transport error, or a response whose status and signals say whether the
+// server throttled it, what it says of the server's rate, and the quotas
+// and the pause it states. The engine feeds the key's controller, paces
+// the key (or the bucket the server names) by the quotas, pauses it for
+// the server's delay, and tells the fleet and the memory; the cost the
+// attempt took goes with the response's body, to be settled when the
+// caller is done with it.
+func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bool) {
+	t := c.t
+	if err != nil {
+		unprocessed := Unprocessed(err)
+		t.eng.Judge(&c.ec, &engine.Answer{Now: now, Failed: true, Unprocessed: unprocessed, GaveUp: c.ctx.Err() != nil})
+		c.attempted(nil, err, false)
+		if c.ctx.Err() != nil {
+			return failure{}, false // the caller gave up: nothing was learnt
+		}
+		retry, timeout := retryableError(err)
+		return failure{timeout: timeout, unsent: unprocessed}, retry
+	}
+	code := resp.StatusCode
+	s := signals.Parse(resp.Header, now)
+	spent := s.HasQuota && s.Quota.Remaining < 1
+	throttled := code == http.StatusTooManyRequests ||
+		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
+		(code == http.StatusForbidden && spent) || // GitHub's primary limit
+		bodyThrottle(t.cfg.throttleBody, resp, &s)
+	// A throttle refuses the request before the server processes it: it
+	// may be sent again whatever its method.
+	f := failure{throttled: throttled, unsent: throttled}
+	f.retryAfter, f.hasRetryAfter = s.Delay(now)
+	f.untilReset = f.hasRetryAfter && !s.HasRetryAfter
+	a := engine.Answer{Now: now, Outcome: control.OK, Throttled: throttled, Signals: s,
+		RetryAfter: f.retryAfter, HasRetryAfter: f.hasRetryAfter}
+	switch {
+	case throttled:
+		a.Outcome = control.Throttled
+	case code >= 500:
+		a.Outcome = control.Failed // says nothing of the rate
+	}
+	if h := t.eng.Judge(&c.ec, &a); h != nil && resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = newCostBody(resp, h, t.cfg.usage) // with no body, the estimate stands
+	}
+	c.attempted(resp, nil, throttled)
+	if throttled {
+		e := c.event(resp, nil)
+		e.RetryAfter, e.Throttled = f.retryAfter, true
+		t.throttled(e)
+	}
+	return f, throttled || retryableStatus(code)
+}
+
+// releaseSlotAfter frees the slot the attempt holds, if any, now if the
+// attempt produced no response to hand back, or when the caller is done
+// with the response's body otherwise.
+func (c *call) releaseSlotAfter(resp *http.Response) {
+	s := c.ec.Slot()
+	if s == nil {
+		return
+	}
+	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		s.Release()
+		return
+	}
+	resp.Body = &slotBody{ReadCloser: resp.Body, s: s}
+}
+
+// estimateCost sets the call's cost, stated on its context or told by the
+// WithCost Estimator, and adds the Estimator's scope to its key. It
+// returns the Estimator's error, wrapped.
+func (c *call) estimateCost() error {
+	stated, ok := c.ctx.Value(costKey{}).(Cost)
+	est := c.t.cfg.estimate
+	if !ok && est == nil && !c.t.cfg.costs {
+		return nil
+	}
+	c.ec.Costed = true
+	if ok {
+		c.ec.Cost = costOf(stated)
+	}
+	if est != nil {
+		cost, scope, err := est(c.req, c.estimateBody())
+		if err != nil {
+			return fmt.Errorf("polite: estimating the cost of a request to %q: %w", c.key, err)
+		}
+		if !ok {
+			c.ec.Cost = costOf(cost)
+		}
+		if scope != "" {
+			c.key += "|" + scope
+		}
+	}
+	c.ec.Costly = !c.ec.Cost.Zero()
+	return nil
+}
+
+// estimateBody returns the request's body for its Estimator, read through
+// GetBody: nil without a body, without GetBody, or past MaxEstimateBody.
+func (c *call) estimateBody() []byte {
+	req := c.req
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
+		return nil
+	}
+	rc, err := req.GetBody()
+	if err != nil || rc == nil {
+		return nil
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if n := req.ContentLength; n > 0 && n <= MaxEstimateBody {
+		buf.Grow(int(n))
+	}
+	if _, err := io.CopyN(&buf, rc, MaxEstimateBody+1); err != nil && err != io.EOF || buf.Len() > MaxEstimateBody {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// What is retried: which requests may be sent again, and which failures
+// are worth it.
+
+// bodyReplayable reports whether the request's body, if it has one, can
+// be rebuilt for another attempt.
+func (c *call) bodyReplayable() bool {
+	req := c.req
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// methodReplayable reports whether the request may be sent more than once
+// whatever becomes of its first attempt: its method is idempotent, it
+// carries an idempotency key, or the Transport retries non-idempotent
+// requests.
+func (c *call) methodReplayable() bool {
+	return c.t.cfg.retryUnsafe || Idempotent(c.req)
 }

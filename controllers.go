@@ -40,22 +40,12 @@ func (m AdaptiveMode) String() string {
 	return "AdaptiveMode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// WithAdaptive selects how each key's send rate adapts to the server.
-// Every attempt of a key, retries included, feeds that key's controller:
-// a 429, or a 503 with Retry-After, is a throttle; any other outcome is
-// not. A controller limits nothing until the key's first throttle; from
-// then on the key's token bucket follows the controller's rate, and a
-// [WithRate] rate is a ceiling it never exceeds. Calls waiting for a token
-// see a rate change at once.
-//
-// Default: AdaptiveDefault. An unknown mode is treated as AdaptiveDefault.
-func WithAdaptive(mode AdaptiveMode) Option {
-	return func(c *config) {
-		if mode < AdaptiveDefault || mode > AdaptiveOff {
-			mode = AdaptiveDefault
-		}
-		c.adaptive = mode
+// valid returns m, or AdaptiveDefault if m is no mode.
+func (m AdaptiveMode) valid() AdaptiveMode {
+	if m < AdaptiveDefault || m > AdaptiveOff {
+		return AdaptiveDefault
 	}
+	return m
 }
 
 // kind returns the controller every key of a Transport in mode m has.

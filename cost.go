@@ -1,11 +1,8 @@
 package polite
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -72,37 +69,6 @@ type Estimator func(req *http.Request, body []byte) (cost Cost, scope string, er
 // MB), and for one larger than the server's limit to be told, unsent.
 const MaxEstimateBody = 8 << 20
 
-// WithCost makes each request wait, besides its turn as a request, until
-// every quota of its key that counts in the units of its cost holds that
-// cost (see [Cost]): est tells the cost before the request is sent, unless
-// the caller stated it ([ContextWithCost]). A key holds one bucket for
-// each unit whose limit it knows: stated by the server's headers
-// (OpenAI's, Anthropic's and every dialect [ParseSignals] reads, from the
-// first response), by a [UsageReader] (a body that states its quota), or
-// configured with [WithQuota]. A unit whose limit is not known yet does
-// not hold the request.
-//
-// Requests take their costs first come first served: the first waiting
-// request goes as soon as every bucket holds its cost, and the requests
-// behind it wait for it, so that a large request is never passed over by
-// small ones. A request whose cost in some unit is larger than the server's
-// whole limit fails at once with a [*CostError], unsent, as no wait would
-// help it; one whose wait at the quota's rate would pass its deadline, with
-// a [*ThrottledError].
-//
-// After the response, each bucket is set to what the server says is left
-// (less the costs of the requests it had not counted yet), and the cost
-// is settled to what the request actually cost: read from the response
-// body by [WithUsage], or told by [Settle]. A throttled attempt gives its
-// cost back (the server did not admit it); its retry takes the cost again,
-// in its call's place: before the calls that came after it.
-//
-// Default: none; requests cost one request each. A nil est restores the
-// default (a cost stated on the context still applies).
-func WithCost(est Estimator) Option {
-	return func(c *config) { c.estimate = est }
-}
-
 // costKey is the context key of a cost stated by the caller.
 type costKey struct{}
 
@@ -137,19 +103,6 @@ type UsageReader func(resp *http.Response, tail []byte) (Usage, bool)
 // given.
 const MaxUsageTail = 64 << 10
 
-// WithUsage settles the cost of each request that had one (see [WithCost])
-// from its response: read is called with the end of the body once the
-// caller has read it to the end or closed it. A request that cost less than
-// its estimate gives the rest back to its key's buckets at once, as the
-// server does (an LLM API gives back the tokens of max_tokens not
-// generated); one that cost more takes the difference.
-//
-// Default: none; a request's estimate stands until the server's headers
-// correct it. A nil read restores the default.
-func WithUsage(read UsageReader) Option {
-	return func(c *config) { c.usage = read }
-}
-
 // Settle settles the cost of the request resp answers to actual, the
 // request's usage as the caller read it (an SDK's typed usage), as a
 // [UsageReader] would. It reports whether it did: resp must be the
@@ -164,85 +117,10 @@ func Settle(resp *http.Response, actual Cost) bool {
 	return ok && b.settle(costOf(actual), true)
 }
 
-// WithQuota states a quota the server keeps in unit (one of the Unit
-// constants): limit units every per, refilled continuously, for each key,
-// until the server states its own. Use it where the server states no
-// limit in its headers (Azure OpenAI states only what is left), or to be
-// held to it from the first request.
-//
-// Default: none. A unit polite does not count in, a limit that is not a
-// positive number, or a per <= 0 is ignored.
-func WithQuota(unit string, limit float64, per time.Duration) Option {
-	return func(c *config) {
-		u, ok := units.Named(unit)
-		if !ok || !(limit > 0) || math.IsInf(limit, 1) || per <= 0 {
-			return
-		}
-		c.quotas[u] = quota.Configured{Limit: limit, Per: per}
-	}
-}
-
 // costOf returns c as the engine counts it, one figure a unit, each made
 // valid: at least 0, and finite.
 func costOf(c Cost) units.Vec {
 	return units.Vec{c.Tokens, c.InputTokens, c.OutputTokens, c.Points, c.Bytes}.Valid()
-}
-
-// estimateCost sets the call's cost, stated on its context or told by the
-// WithCost Estimator, and adds the Estimator's scope to its key. It
-// returns the Estimator's error, wrapped.
-func (c *call) estimateCost() error {
-	stated, ok := c.ctx.Value(costKey{}).(Cost)
-	est := c.t.cfg.estimate
-	if !ok && est == nil && !c.t.cfg.costs {
-		return nil
-	}
-	c.ec.Costed = true
-	if ok {
-		c.ec.Cost = costOf(stated)
-	}
-	if est != nil {
-		cost, scope, err := est(c.req, c.estimateBody())
-		if err != nil {
-			return fmt.Errorf("polite: estimating the cost of a request to %q: %w", c.key, err)
-		}
-		if !ok {
-			c.ec.Cost = costOf(cost)
-		}
-		if scope != "" {
-			c.key += "|" + scope
-		}
-	}
-	c.ec.Costly = !c.ec.Cost.Zero()
-	return nil
-}
-
-// estimateBody returns the request's body for its Estimator, read through
-// GetBody: nil without a body, without GetBody, or past MaxEstimateBody.
-func (c *call) estimateBody() []byte {
-	req := c.req
-	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
-		return nil
-	}
-	rc, err := req.GetBody()
-	if err != nil || rc == nil {
-		return nil
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	if n := req.ContentLength; n > 0 && n <= MaxEstimateBody {
-		buf.Grow(int(n))
-	}
-	if _, err := io.CopyN(&buf, rc, MaxEstimateBody+1); err != nil && err != io.EOF || buf.Len() > MaxEstimateBody {
-		return nil
-	}
-	return buf.Bytes()
-}
-
-// costing reports whether requests may cost more than a request: a
-// WithCost Estimator, or a WithQuota. New sets cfg.costs by it.
-func (cfg *config) costing() bool {
-	return cfg.estimate != nil || cfg.quotas != [units.N]quota.Configured{}
 }
 
 // costBody settles its request's cost when the caller is done with the

@@ -211,24 +211,6 @@ func redactURL(raw string) string {
 	return RedactURL(u)
 }
 
-// What is retried: which requests may be sent again, and which failures
-// are worth it.
-
-// bodyReplayable reports whether the request's body, if it has one, can
-// be rebuilt for another attempt.
-func (c *call) bodyReplayable() bool {
-	req := c.req
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
-
-// methodReplayable reports whether the request may be sent more than once
-// whatever becomes of its first attempt: its method is idempotent, it
-// carries an idempotency key, or the Transport retries non-idempotent
-// requests.
-func (c *call) methodReplayable() bool {
-	return c.t.cfg.retryUnsafe || Idempotent(c.req)
-}
-
 // Idempotent reports whether req may be sent more than once by its
 // method or headers, as polite decides before it retries: its method is
 // idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110 §9.2.2),

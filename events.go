@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/politehttp/polite/internal/gate"
 )
 
 // Hooks are functions that a [Transport] calls on its events (see
@@ -268,4 +270,52 @@ func (t *Transport) log(e Event, level slog.Level, msg string, attrs ...slog.Att
 		attrs = append(attrs, slog.String("error", redactedError(e.Err)))
 	}
 	l.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// edge is the Transport as the engine's gates hear it (gate.Listener):
+// it reports their waits and refusals as events, and makes the errors
+// its callers see. (A type of its own, so that these methods are not the
+// Transport's.)
+type edge Transport
+
+// Waiting reports a wait of d that who is about to make.
+func (t *edge) Waiting(who gate.Who, d time.Duration, cause gate.Cause, server bool) {
+	if !(*Transport)(t).listening() {
+		return // no one to tell: no Event (reading the budget may take a lock)
+	}
+	e := t.event(who, nil)
+	e.Delay, e.Server, e.Wait = d, server, WaitCause(cause)
+	(*Transport)(t).waited(e)
+}
+
+// Refused returns the *ThrottledError of a wait of who not allowed.
+func (t *edge) Refused(who gate.Who, wait, allowed time.Duration, server bool) error {
+	err := &ThrottledError{Key: who.Key, Wait: wait, Allowed: allowed, Server: server}
+	e := t.event(who, err)
+	e.Delay, e.Server = wait, server
+	(*Transport)(t).refused(e, err)
+	return err
+}
+
+// TooLarge returns the *CostError of who, larger than the server's limit.
+func (t *edge) TooLarge(who gate.Who, unit string, cost, limit float64) error {
+	err := &CostError{Key: who.Key, Unit: unit, Cost: cost, Limit: limit}
+	(*Transport)(t).tooLarge(t.event(who, err), err)
+	return err
+}
+
+// OffLimits reports who refused, its host's robots.txt unreachable.
+func (t *edge) OffLimits(who gate.Who, err error) {
+	(*Transport)(t).offLimits(t.event(who, err))
+}
+
+// event returns an Event about who's attempt.
+func (t *edge) event(who gate.Who, err error) Event {
+	req, _ := who.Edge.(*http.Request)
+	return Event{Request: req, Key: who.Key, Attempt: ResendCount(who.Ctx) + who.Attempt, Err: err, Budget: t.budget.Remaining()}
+}
+
+// listening reports whether anyone hears of the Transport's waits.
+func (t *Transport) listening() bool {
+	return t.cfg.hooks.OnWait != nil || t.cfg.logger != nil
 }

@@ -66,33 +66,6 @@ type Remembered struct {
 	Since time.Time
 }
 
-// WithMemory makes the Transport remember what it learns of each key's
-// server in m, and start each key it has no state for from what m
-// remembers:
-//
-//   - a limit learnt or confirmed within [MemoryMaxAge] paces the key from
-//     its first request: a quota the server stated paces it as after its
-//     first answer (and, under [WithFleet], paces the whole fleet), and
-//     the key's controller (under [AdaptiveDefault]) starts at the limit,
-//     stated or measured from throttles, its rate held just below it with
-//     no first contact to find it again. It is a hint, not the truth: the
-//     server's answers correct a stated quota; a throttle while the rate
-//     holds below the limit shows it stale, and the key starts over as
-//     one with no history does (no worse than without memory, but for
-//     the requests refused before that throttle);
-//   - a pause the server asked for is kept to its end: no request goes
-//     to the key before it (nor, under [WithFleet], to the key's fleet).
-//
-// A record that makes no sense (a limit not a positive finite number, an
-// instant far in the future, a pause longer than the Transport keeps) is
-// ignored or cut to size, never trusted. m is called on the path of
-// requests and must not block (see [Memory]).
-//
-// Default: nil, a Transport starts every key from nothing.
-func WithMemory(m Memory) Option {
-	return func(c *config) { c.memory = m }
-}
-
 // memoryOf is a Memory as the engine reads it: the engine's Remembered
 // has the fields of Remembered, one for one.
 type memoryOf struct{ m Memory }

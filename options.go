@@ -215,45 +215,6 @@ func WithGlobalRate(perSecond float64, burst int) Option {
 	return func(c *config) { c.globalRate, c.globalBurst = validRate(perSecond, burst) }
 }
 
-// WithCrawlDelay makes the Transport read each host's robots.txt (again
-// after a day, or after the host has been idle past [WithIdleTimeout] and
-// forgotten) and space its requests to the host by the Crawl-delay there (or by
-// its Request-rate): the delay of the group that names the request's
-// user agent (its User-Agent's product token), or else of the group for
-// "*". Decimal delays are honoured; delays over a minute count as a
-// minute. robots.txt is fetched through the wrapped RoundTripper by the
-// first request to the host, following up to five redirects; the requests
-// that come meanwhile wait for it. Each fetch is a request to the host
-// like any other: under [WithMaxInFlight] it takes a place of the key of
-// the call that fetches it, the first fetch as those after it, waiting
-// for one while the key's places are held. By RFC 9309, a robots.txt
-// answered with a 4xx means no restriction, and one unreachable (a 5xx, a
-// 429 or a network error) puts the whole host off limits: requests to it
-// fail with a [*RobotsError] until robots.txt is asked for again, a minute
-// later.
-// polite does not enforce Allow and Disallow rules; crawlers still check
-// them.
-//
-// Default: false.
-func WithCrawlDelay(enabled bool) Option {
-	return func(c *config) { c.crawlDelay = enabled }
-}
-
-// WithSpacingJitter randomizes the spacing of requests to a host that
-// [WithCrawlDelay] imposes: each gap is the Crawl-delay times a factor
-// drawn uniformly from [1−f, 1+f], so f = 0.5 gives 0.5× to 1.5× (as
-// Scrapy's and wget's random waits do), and the average stays the delay.
-//
-// Default: 0, no jitter. f is clamped to [0, 1].
-func WithSpacingJitter(f float64) Option {
-	return func(c *config) {
-		if !(f > 0) {
-			f = 0
-		}
-		c.spacingJitter = min(f, 1)
-	}
-}
-
 // WithIdleTimeout sets how long a key's state (its bucket, controller,
 // queue and what its server said) is kept after its last use. A key idle
 // that long is forgotten within one to two timeouts, lazily, by the calls
@@ -395,4 +356,112 @@ func WithThrottleBody(n int, read func(resp *http.Response, head []byte) (retryA
 type throttleBody struct {
 	n    int
 	read func(resp *http.Response, head []byte) (time.Duration, bool)
+}
+
+// costing reports whether requests may cost more than a request: a
+// WithCost Estimator, or a WithQuota. New sets cfg.costs by it.
+func (cfg *config) costing() bool {
+	return cfg.estimate != nil || cfg.quotas != [units.N]quota.Configured{}
+}
+
+// WithAdaptive selects how each key's send rate adapts to the server.
+// Every attempt of a key, retries included, feeds that key's controller:
+// a 429, or a 503 with Retry-After, is a throttle; any other outcome is
+// not. A controller limits nothing until the key's first throttle; from
+// then on the key's token bucket follows the controller's rate, and a
+// [WithRate] rate is a ceiling it never exceeds. Calls waiting for a token
+// see a rate change at once.
+//
+// Default: AdaptiveDefault. An unknown mode is treated as AdaptiveDefault.
+func WithAdaptive(mode AdaptiveMode) Option {
+	return func(c *config) { c.adaptive = mode.valid() }
+}
+
+// WithCost makes each request wait, besides its turn as a request, until
+// every quota of its key that counts in the units of its cost holds that
+// cost (see [Cost]): est tells the cost before the request is sent, unless
+// the caller stated it ([ContextWithCost]). A key holds one bucket for
+// each unit whose limit it knows: stated by the server's headers
+// (OpenAI's, Anthropic's and every dialect [ParseSignals] reads, from the
+// first response), by a [UsageReader] (a body that states its quota), or
+// configured with [WithQuota]. A unit whose limit is not known yet does
+// not hold the request.
+//
+// Requests take their costs first come first served: the first waiting
+// request goes as soon as every bucket holds its cost, and the requests
+// behind it wait for it, so that a large request is never passed over by
+// small ones. A request whose cost in some unit is larger than the server's
+// whole limit fails at once with a [*CostError], unsent, as no wait would
+// help it; one whose wait at the quota's rate would pass its deadline, with
+// a [*ThrottledError].
+//
+// After the response, each bucket is set to what the server says is left
+// (less the costs of the requests it had not counted yet), and the cost
+// is settled to what the request actually cost: read from the response
+// body by [WithUsage], or told by [Settle]. A throttled attempt gives its
+// cost back (the server did not admit it); its retry takes the cost again,
+// in its call's place: before the calls that came after it.
+//
+// Default: none; requests cost one request each. A nil est restores the
+// default (a cost stated on the context still applies).
+func WithCost(est Estimator) Option {
+	return func(c *config) { c.estimate = est }
+}
+
+// WithUsage settles the cost of each request that had one (see [WithCost])
+// from its response: read is called with the end of the body once the
+// caller has read it to the end or closed it. A request that cost less than
+// its estimate gives the rest back to its key's buckets at once, as the
+// server does (an LLM API gives back the tokens of max_tokens not
+// generated); one that cost more takes the difference.
+//
+// Default: none; a request's estimate stands until the server's headers
+// correct it. A nil read restores the default.
+func WithUsage(read UsageReader) Option {
+	return func(c *config) { c.usage = read }
+}
+
+// WithQuota states a quota the server keeps in unit (one of the Unit
+// constants): limit units every per, refilled continuously, for each key,
+// until the server states its own. Use it where the server states no
+// limit in its headers (Azure OpenAI states only what is left), or to be
+// held to it from the first request.
+//
+// Default: none. A unit polite does not count in, a limit that is not a
+// positive number, or a per <= 0 is ignored.
+func WithQuota(unit string, limit float64, per time.Duration) Option {
+	return func(c *config) {
+		u, ok := units.Named(unit)
+		if !ok || !(limit > 0) || math.IsInf(limit, 1) || per <= 0 {
+			return
+		}
+		c.quotas[u] = quota.Configured{Limit: limit, Per: per}
+	}
+}
+
+// WithMemory makes the Transport remember what it learns of each key's
+// server in m, and start each key it has no state for from what m
+// remembers:
+//
+//   - a limit learnt or confirmed within [MemoryMaxAge] paces the key from
+//     its first request: a quota the server stated paces it as after its
+//     first answer (and, under [WithFleet], paces the whole fleet), and
+//     the key's controller (under [AdaptiveDefault]) starts at the limit,
+//     stated or measured from throttles, its rate held just below it with
+//     no first contact to find it again. It is a hint, not the truth: the
+//     server's answers correct a stated quota; a throttle while the rate
+//     holds below the limit shows it stale, and the key starts over as
+//     one with no history does (no worse than without memory, but for
+//     the requests refused before that throttle);
+//   - a pause the server asked for is kept to its end: no request goes
+//     to the key before it (nor, under [WithFleet], to the key's fleet).
+//
+// A record that makes no sense (a limit not a positive finite number, an
+// instant far in the future, a pause longer than the Transport keeps) is
+// ignored or cut to size, never trusted. m is called on the path of
+// requests and must not block (see [Memory]).
+//
+// Default: nil, a Transport starts every key from nothing.
+func WithMemory(m Memory) Option {
+	return func(c *config) { c.memory = m }
 }

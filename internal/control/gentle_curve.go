@@ -227,11 +227,3 @@ func (g *Gentle) successRate(n int64, k uint32) float64 {
 	}
 	return float64(sum) / (float64(k-1)/4 + nanosToSeconds(n%int64(time.Second/4)))
 }
-
-// wholeSeconds returns n (Unix nanoseconds) in whole seconds, rounded, as
-// Gentle keeps some instants.
-func wholeSeconds(n int64) uint32 {
-	return uint32(max((n+int64(time.Second)/2)/int64(time.Second), 0))
-}
-
-func nanosToSeconds(n int64) float64 { return float64(n) / float64(time.Second) }

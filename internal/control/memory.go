@@ -22,12 +22,6 @@ const (
 	tellMoved = 0.02
 )
 
-// The bits of Gentle.recalled.
-const (
-	recalledLimit  = 1 << iota // the estimate is a memory's, and no throttle has come since
-	recalledStated             // the stated limit is a memory's, and no answer has stated one since
-)
-
 // Recall starts g at now from a limit a memory kept (see step's recall):
 // the rate holds just below it, as long as it had stood (see hold), then
 // probes (never above a stated limit); a throttle while it holds shows it

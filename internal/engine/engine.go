@@ -66,45 +66,6 @@ type Engine struct {
 	stateless bool
 }
 
-// New returns an engine made with cfg.
-func New(cfg Config) *Engine {
-	e := &Engine{
-		cfg:       cfg,
-		stateless: cfg.PerSecond == 0 && cfg.Kind == control.KindOff && cfg.MaxInFlight == 0 && cfg.Memory == nil,
-	}
-	e.keys.Init(cfg.Idle, e.newKey, (*Key).busy)
-	e.buckets.idle = cfg.Idle
-	if cfg.GlobalRate > 0 {
-		e.global = new(Key)
-		e.global.pace.Init(cfg.GlobalRate, min(cfg.GlobalBurst, math.MaxInt32))
-	}
-	if cfg.CrawlDelay {
-		e.sites = new(registry.Table[robots.Site])
-		e.sites.Init(cfg.Idle, func(string, time.Time) *robots.Site { return new(robots.Site) }, (*robots.Site).Busy)
-	}
-	return e
-}
-
-// newKey makes the state of key at now: a new key's, or one remembered by
-// the engine's Memory.
-func (e *Engine) newKey(key string, now time.Time) *Key {
-	k := new(Key)
-	var other control.Controller
-	e.cfg.Kind.Init(&k.ctl, &other, now)
-	if other != nil {
-		k.parts.Store(&parts{other: other})
-	}
-	if e.cfg.PerSecond > 0 {
-		k.pace.Init(e.cfg.PerSecond, min(e.cfg.Burst, math.MaxInt32))
-	}
-	if m := e.cfg.Memory; m != nil {
-		if r, ok := m.Recall(key); ok {
-			e.recall(k, r, now)
-		}
-	}
-	return k
-}
-
 // Ceiling returns the WithRate rate and burst that no controller exceeds.
 func (e *Engine) Ceiling() (rate.Limit, int) {
 	if e.cfg.PerSecond > 0 {
@@ -150,3 +111,35 @@ func (e *Engine) Kind() control.Kind { return e.cfg.Kind }
 
 // Controller returns k's controller; nil under KindOff.
 func (e *Engine) Controller(k *Key) control.Controller { return k.controller(e.cfg.Kind) }
+
+// MemoryMaxAge is how long a limit a Memory holds is trusted (polite's
+// MemoryMaxAge).
+const MemoryMaxAge = 24 * time.Hour
+
+// memorySkew is how far in the future a remembered instant may be before
+// the record is taken for broken (a clock set wrong, a hostile file).
+const memorySkew = time.Minute
+
+// A Memory keeps what the engine learnt of its keys' servers (polite's
+// Memory, whose Remembered has the same fields).
+type Memory interface {
+	Recall(key string) (Remembered, bool)
+	Remember(key string, r Remembered)
+}
+
+// Remembered is what the engine learnt of one key's server that is worth
+// keeping (see polite.Remembered, field for field).
+type Remembered struct {
+	Limit       float64
+	Stated      bool
+	Window      time.Duration
+	PausedUntil time.Time
+	At          time.Time
+	Since       time.Time
+}
+
+// costs returns k's quotas in units other than requests, made at now if
+// needed, their buckets as the configured ones state them.
+func (e *Engine) costs(k *Key, now time.Time) *quota.Costs {
+	return part(k, costsPart, func() *quota.Costs { return quota.NewCosts(&e.cfg.Quotas, now) })
+}

@@ -188,12 +188,6 @@ func (e *Engine) pin(c *Call, bucket string, until time.Time) {
 	e.keys.Pin(c.Who.Key, until)
 }
 
-// costs returns k's quotas in units other than requests, made at now if
-// needed, their buckets as the configured ones state them.
-func (e *Engine) costs(k *Key, now time.Time) *quota.Costs {
-	return part(k, costsPart, func() *quota.Costs { return quota.NewCosts(&e.cfg.Quotas, now) })
-}
-
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a

@@ -213,3 +213,11 @@ func contains[T comparable](s []T, v T) bool {
 	}
 	return false
 }
+
+// memo is what a key last told its Memory, or was recalled from it.
+type memo struct {
+	mu     sync.Mutex
+	told   control.Known // the limit, whether stated, and how long it had stood (whole seconds)
+	at     int64         // Unix nanoseconds of the telling
+	paused int64         // Unix nanoseconds; 0 if none
+}

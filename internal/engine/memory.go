@@ -2,47 +2,12 @@ package engine
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/quota"
 )
-
-// MemoryMaxAge is how long a limit a Memory holds is trusted (polite's
-// MemoryMaxAge).
-const MemoryMaxAge = 24 * time.Hour
-
-// memorySkew is how far in the future a remembered instant may be before
-// the record is taken for broken (a clock set wrong, a hostile file).
-const memorySkew = time.Minute
-
-// A Memory keeps what the engine learnt of its keys' servers (polite's
-// Memory, whose Remembered has the same fields).
-type Memory interface {
-	Recall(key string) (Remembered, bool)
-	Remember(key string, r Remembered)
-}
-
-// Remembered is what the engine learnt of one key's server that is worth
-// keeping (see polite.Remembered, field for field).
-type Remembered struct {
-	Limit       float64
-	Stated      bool
-	Window      time.Duration
-	PausedUntil time.Time
-	At          time.Time
-	Since       time.Time
-}
-
-// memo is what a key last told its Memory, or was recalled from it.
-type memo struct {
-	mu     sync.Mutex
-	told   control.Known // the limit, whether stated, and how long it had stood (whole seconds)
-	at     int64         // Unix nanoseconds of the telling
-	paused int64         // Unix nanoseconds; 0 if none
-}
 
 // recall starts k, a state just made at now, from what its controller and
 // the ceiling (the WithRate rate and burst) allow of r.

@@ -8,17 +8,6 @@ import (
 	"github.com/politehttp/polite/internal/units"
 )
 
-// Status is what a key knows of its quota in one unit other than
-// requests: the server's limit (as stated, or the least it can be), the
-// time it takes to refill it (0 for one renewed whole at a reset), and
-// what it holds now, as the key's requests count it (below 0: owed).
-type Status struct {
-	Unit   string
-	Limit  float64
-	Window time.Duration
-	Left   float64
-}
-
 // Admit returns when every bucket holds the attempt's cost, taken for it
 // (the Hold), the attempts that came first served first. A retry keeps
 // its call's place: every attempt queued now came after it (it was at the

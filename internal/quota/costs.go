@@ -152,7 +152,7 @@ func (cs *Costs) takeLocked(now time.Time, cost units.Vec) *Hold {
 	for u := range cs.units {
 		cs.units[u].level -= cost[u]
 	}
-	cs.recordLocked(now, cost.Negated())
+	cs.ledger.add(now.UnixNano(), cost.Negated())
 	h := &Hold{cs: cs, cost: cost, mark: Mark{at: now, seq: cs.ledger.seq}}
 	if cs.unknownLocked(cost) {
 		// The first contact: the key's server has not said its quotas yet,
@@ -242,104 +242,6 @@ func (cs *Costs) waitLocked(now time.Time, need units.Vec) time.Duration {
 		longest = max(longest, w)
 	}
 	return longest
-}
-
-// give settles h: what it took less actual goes back to the buckets (a
-// surcharge if actual is more), at now. It reports false if h was settled
-// before.
-func (cs *Costs) give(h *Hold, actual units.Vec, now time.Time) bool {
-	cs.mu.Lock()
-	if h.settled {
-		cs.mu.Unlock()
-		return false
-	}
-	h.settled = true
-	var d units.Vec
-	for u := range d {
-		d[u] = h.cost[u] - actual[u]
-	}
-	if d.Zero() {
-		cs.mu.Unlock()
-		return true
-	}
-	for u := range cs.units {
-		b := &cs.units[u]
-		b.refill(now)
-		b.level = math.Min(b.level+d[u], math.Max(b.limit, b.level))
-	}
-	cs.recordLocked(now, d)
-	cs.wakeHeadLocked()
-	a := cs.adjustsLocked(h, d, nil)
-	cs.mu.Unlock()
-	h.tellFleet(a)
-	return true
-}
-
-// retract gives back all h took, for an attempt the server did not admit
-// (it throttled it, or never received it): as if it had never been taken,
-// its taking is struck from the ledger, so that what a server counted
-// before or after it is read right. It reports false if h was settled
-// before.
-func (cs *Costs) retract(h *Hold) bool {
-	cs.mu.Lock()
-	if h.settled {
-		cs.mu.Unlock()
-		return false
-	}
-	h.settled = true
-	for u := range cs.units {
-		b := &cs.units[u]
-		b.level = math.Min(b.level+h.cost[u], math.Max(b.limit, b.level))
-	}
-	if e := cs.ledger.find(h.mark.seq); e != nil {
-		e.d = units.Vec{}
-	}
-	cs.endProbeLocked(h) // wakes the head
-	a := cs.adjustsLocked(h, h.cost, nil)
-	cs.mu.Unlock()
-	h.tellFleet(a)
-	return true
-}
-
-// sync takes what a response received at now says of the quotas in units
-// other than requests (quotas, as ParseSignals or a UsageReader read
-// them), for a request sent at sent: the server counted what was taken
-// before it, and none of what was taken or given back after, give or take
-// the requests taken within costReorder of it. own is what the answered
-// attempt itself took, if the server counted it, and ownSeq its number in
-// the ledger (0 if none). A bucket whose limit is not stated is taken to
-// be at least what was left and own.
-//
-// Under a fleet that books the costs, f and key name it: the most each
-// quota can hold now, by the reading, is told to it.
-func (cs *Costs) sync(now time.Time, sent Mark, quotas []signals.Quota, own units.Vec, ownSeq uint64, f fleetapi.Fleet, key string) {
-	if len(quotas) == 0 {
-		return
-	}
-	cs.mu.Lock()
-	r := cs.readLocked(sent, ownSeq)
-	raised := false
-	atMost := units.Vec{math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()}
-	for _, q := range quotas {
-		u, ok := units.Named(q.Unit)
-		if !ok {
-			continue
-		}
-		var up bool
-		up, atMost[u] = cs.units[u].sync(now, sent.at, q, own[u], r.since[u], r.early[u], r.late[u])
-		raised = raised || up
-	}
-	if raised {
-		cs.wakeHeadLocked()
-	}
-	var a []fleetapi.Adjust
-	if f != nil {
-		a = cs.adjustsLocked(&Hold{fleet: f, key: key}, units.Vec{}, &atMost)
-	}
-	cs.mu.Unlock()
-	if len(a) > 0 {
-		f.Adjust(key, a)
-	}
 }
 
 // sync takes q into b (see Costs.sync; since, early and late are the
@@ -472,4 +374,29 @@ func secondsDuration(s float64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(max(s, 0) * float64(time.Second))
+}
+
+// Status is what a key knows of its quota in one unit other than
+// requests: the server's limit (as stated, or the least it can be), the
+// time it takes to refill it (0 for one renewed whole at a reset), and
+// what it holds now, as the key's requests count it (below 0: owed).
+type Status struct {
+	Unit   string
+	Limit  float64
+	Window time.Duration
+	Left   float64
+}
+
+// shared reports whether a fleet books b's unit (see FleetRequest.Costs):
+// its limit and the time it takes to refill are known (stated, learnt, or
+// configured), not guessed. A windowed quota, or one whose rate is not
+// known yet, is paced by each process from what the server says.
+func (b *costBucket) shared() bool { return b.limit > 0 && b.known && b.per > 0 && !b.windowed }
+
+// window returns the time b takes to refill its limit.
+func (b *costBucket) window() time.Duration {
+	if b.per <= 0 {
+		return defaultCostWindow
+	}
+	return b.per
 }

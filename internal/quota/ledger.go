@@ -37,12 +37,6 @@ type ledgerEvent struct {
 	answered int64 // for a taking: when its request was answered, Unix nanoseconds; 0 until then
 }
 
-// recordLocked adds a change of the levels to the ledger. It requires
-// cs.mu held.
-func (cs *Costs) recordLocked(now time.Time, d units.Vec) {
-	cs.ledger.add(now.UnixNano(), d)
-}
-
 // ledger is the latest changes of a key's levels, numbered one after
 // the other: a ring of at most ledgerMax, none older than
 // ledgerSpan.
@@ -83,13 +77,6 @@ func (l *ledger) find(seq uint64) *ledgerEvent {
 	return l.get(l.n - 1 - int(l.seq-seq))
 }
 
-// mark returns the moment now of the ledger, for an attempt sent now.
-func (cs *Costs) mark(now time.Time) Mark {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return Mark{at: now, seq: cs.ledger.seq}
-}
-
 // costReorder is how far apart two requests may be taken, one before the
 // other, and still reach the server in the other order: a large body takes
 // longer to send, and goroutines run when they are scheduled. A request
@@ -111,20 +98,20 @@ type reading struct {
 // over for the costs taken before the request.
 const costReadBack = 2048
 
-// readLocked returns the ledger's reading for a response to a request sent
+// read returns the ledger's reading for a response to a request sent
 // at m; own is the sequence number of the request's own taking (0 if it
 // took nothing), which the server counted. A taking whose request was
 // answered before m was certainly counted: it reached the server before
-// the request sent at m. It requires cs.mu held.
-func (cs *Costs) readLocked(m Mark, own uint64) reading {
+// the request sent at m.
+func (l *ledger) read(m Mark, own uint64) reading {
 	var r reading
 	sent, to := m.at.UnixNano(), m.at.Add(costReorder).UnixNano()
 	by := sent // a taking answered by then is in the reading
 	if m.near {
 		by -= int64(costReorder)
 	}
-	for i, back := cs.ledger.n-1, 0; i >= 0; i-- {
-		e := cs.ledger.get(i)
+	for i, back := l.n-1, 0; i >= 0; i-- {
+		e := l.get(i)
 		if e.seq <= m.seq {
 			if back++; back > costReadBack {
 				break
@@ -143,34 +130,4 @@ func (cs *Costs) readLocked(m Mark, own uint64) reading {
 		}
 	}
 	return r
-}
-
-// bodyMark returns the moment of the ledger for the quotas that the body
-// of h's answer states, read at now: the server stated them as it
-// answered (when cs.answered recorded it in the ledger), after every cost
-// taken before now; but of the
-// requests it answered near then (within costReorder), it may or may not
-// have given back what they did not use, and the key may not have yet:
-// their takings count as not yet answered (reading.early), so that a
-// settlement is not counted twice. Before, two answers at one instant,
-// read in the other order, had one settlement counted twice.
-func (cs *Costs) bodyMark(h *Hold, now time.Time) Mark {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if e := cs.ledger.find(h.mark.seq); e != nil && e.answered != 0 {
-		return Mark{at: time.Unix(0, e.answered), seq: cs.ledger.seq, near: true}
-	}
-	// Answered too long ago for the ledger to hold its taking: what was
-	// settled near then is long in the server's figures and the key's.
-	return Mark{at: now, seq: cs.ledger.seq}
-}
-
-// answered records that the request of h was answered at now: from then on
-// its taking is known to be in what the server says.
-func (cs *Costs) answered(h *Hold, now time.Time) {
-	cs.mu.Lock()
-	if e := cs.ledger.find(h.mark.seq); e != nil {
-		e.answered = now.UnixNano()
-	}
-	cs.mu.Unlock()
 }

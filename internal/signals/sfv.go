@@ -196,10 +196,6 @@ func trimOWS(s string) string {
 	return s
 }
 
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
-func isAlpha(c byte) bool { return isLower(c) || ('A' <= c && c <= 'Z') }
-
 func isTokenChar(c byte) bool {
 	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
 }

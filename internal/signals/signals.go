@@ -9,8 +9,6 @@ package signals
 
 import (
 	"math"
-	"net/http"
-	"net/textproto"
 	"time"
 )
 
@@ -121,56 +119,3 @@ func RefillWindow(q Quota, now time.Time, slack float64) (time.Duration, bool) {
 // at least this large (2024-01-01T00:00:00Z) is a Unix time, a smaller one
 // is seconds from now.
 const epochThreshold = 1704067200
-
-// Parse reads the rate-limit signals of a response whose headers are
-// h, received at now. It understands:
-//
-//   - Retry-After (delta-seconds, fractional seconds, all three HTTP-date
-//     formats), retry-after-ms, x-ms-retry-after-ms, x-amz-retry-after;
-//   - the IETF draft-10 RateLimit and RateLimit-Policy structured fields
-//     (q, qu, w, r, t, pk; with several policies the most constraining
-//     wins), draft-07's RateLimit dictionary, and the older
-//     RateLimit-Limit, -Remaining and -Reset;
-//   - X-RateLimit-* and X-Rate-Limit-* (GitHub, GitLab, Twitter/X, Reddit,
-//     Discord with Reset-After, Bucket and Global; parallel lists with
-//     X-RateLimit-Policy; the window in seconds in X-Rate-Limit-Duration,
-//     as tollbooth sends it);
-//   - OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}, whose
-//     resets are durations (6m0s, 1s, 20ms);
-//   - Anthropic's anthropic-ratelimit-*-{limit,remaining,reset}, whose
-//     resets are RFC 3339 times;
-//   - Shopify's X-Shopify-Shop-Api-Call-Limit (used/limit).
-//
-// A numeric reset at least 1704067200 is a Unix time, a smaller one is
-// seconds from now. Times the server states are corrected by how far its
-// Date is from now, so that they come late rather than early. Malformed values
-// are ignored; none can overflow. A value read as a date that is longer
-// than any date of its form (33 bytes for an HTTP-date, 35 for an RFC 3339
-// time) is malformed, and ignored unparsed: a megabyte of header costs no
-// copy of it. Parse is a pure function of h and
-// now.
-func Parse(h http.Header, now time.Time) Signals {
-	var r reading
-	for name, values := range h {
-		if len(values) == 0 {
-			continue
-		}
-		took := r.take(name, values)
-		if !took && !isCanonical(name) {
-			took = r.take(textproto.CanonicalMIMEHeaderKey(name), values)
-		}
-		r.any = r.any || took && name != "Date" && name != "Age"
-	}
-	if !r.any {
-		return Signals{}
-	}
-	return r.signals(now)
-}
-
-// IsHeader reports whether [Parse] reads the header field
-// named name (in any case): the Retry-After and rate-limit fields it
-// understands, and Date and Age, by which it corrects them.
-func IsHeader(name string) bool {
-	var r reading
-	return r.take(textproto.CanonicalMIMEHeaderKey(name), []string{""})
-}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/politehttp/polite/internal/engine"
 	"github.com/politehttp/polite/internal/memfile"
 )
 
@@ -66,16 +65,16 @@ type Remembered struct {
 	Since time.Time
 }
 
-// memoryOf is a Memory as the engine reads it: the engine's Remembered
-// has the fields of Remembered, one for one.
+// memoryOf is a Memory as the engine reads it: a memfile.Record has the
+// fields of Remembered, one for one.
 type memoryOf struct{ m Memory }
 
-func (a memoryOf) Recall(key string) (engine.Remembered, bool) {
+func (a memoryOf) Recall(key string) (memfile.Record, bool) {
 	r, ok := a.m.Recall(key)
-	return engine.Remembered(r), ok
+	return memfile.Record(r), ok
 }
 
-func (a memoryOf) Remember(key string, r engine.Remembered) { a.m.Remember(key, Remembered(r)) }
+func (a memoryOf) Remember(key string, r memfile.Record) { a.m.Remember(key, Remembered(r)) }
 
 // Defaults of a FileMemory. Each option's documentation repeats its
 // default.

@@ -78,10 +78,6 @@ func (c *Call) need(e *Engine) *Key {
 	return c.k
 }
 
-// Key returns the call's key's state, made if needed, for the edge's test
-// that looks inside it.
-func (c *Call) Key(e *Engine) *Key { return c.need(e) }
-
 // Drop gives back what the attempt in flight holds, for an attempt that
 // is not sent, or a call a panic ended: its place in the server's quota,
 // the cost it took, its slot. Its places in the gates' queues, and the

@@ -17,6 +17,7 @@ import (
 	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/memfile"
 	"github.com/politehttp/polite/internal/quota"
 	"github.com/politehttp/polite/internal/registry"
 	"github.com/politehttp/polite/internal/robots"
@@ -121,21 +122,11 @@ const MemoryMaxAge = 24 * time.Hour
 const memorySkew = time.Minute
 
 // A Memory keeps what the engine learnt of its keys' servers (polite's
-// Memory, whose Remembered has the same fields).
+// Memory, whose Remembered has the fields of a memfile.Record, one for
+// one).
 type Memory interface {
-	Recall(key string) (Remembered, bool)
-	Remember(key string, r Remembered)
-}
-
-// Remembered is what the engine learnt of one key's server that is worth
-// keeping (see polite.Remembered, field for field).
-type Remembered struct {
-	Limit       float64
-	Stated      bool
-	Window      time.Duration
-	PausedUntil time.Time
-	At          time.Time
-	Since       time.Time
+	Recall(key string) (memfile.Record, bool)
+	Remember(key string, r memfile.Record)
 }
 
 // costs returns k's quotas in units other than requests, made at now if

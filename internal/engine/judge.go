@@ -155,7 +155,11 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 		}
 	}
 	if s.HasQuota && reading.Remaining < 1 && !reading.Reset.IsZero() {
-		e.pin(c, s.Bucket, minTime(reading.Reset, now.Add(gate.MaxPause)))
+		until := now.Add(gate.MaxPause) // a reset far ahead holds no longer than a pause
+		if reading.Reset.Before(until) {
+			until = reading.Reset
+		}
+		e.pin(c, s.Bucket, until)
 	}
 	// A Retry-After of a second or less, counted in whole seconds, says no
 	// more than "slow down": servers round up to the second what is often a
@@ -175,7 +179,10 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 		return stated
 	}
 	k.pace.Pause(until)
-	e.pauseFleet(c, maxTime(until, fleetUntil), now)
+	if fleetUntil.After(until) {
+		until = fleetUntil
+	}
+	e.pauseFleet(c, until, now)
 	return stated
 }
 
@@ -186,18 +193,4 @@ func (e *Engine) pin(c *Call, bucket string, until time.Time) {
 		e.buckets.pin(c.Host, bucket, until)
 	}
 	e.keys.Pin(c.Who.Key, until)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

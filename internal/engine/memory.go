@@ -6,12 +6,13 @@ import (
 
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/memfile"
 	"github.com/politehttp/polite/internal/quota"
 )
 
 // recall starts k, a state just made at now, from what its controller and
 // the ceiling (the WithRate rate and burst) allow of r.
-func (e *Engine) recall(k *Key, r Remembered, now time.Time) {
+func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 	n := now.UnixNano()
 	at := r.At.UnixNano()
 	if r.At.IsZero() || at > n+int64(memorySkew) {
@@ -89,7 +90,7 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	}
 	m.paused = max(paused, toldPaused)
 	m.mu.Unlock()
-	r := Remembered{Limit: known.Limit, Stated: known.Stated, At: now}
+	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now}
 	if known.Stated {
 		r.Window = window
 	} else if known.Stood > 0 {

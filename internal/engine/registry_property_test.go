@@ -11,6 +11,7 @@ import (
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/pace"
+	"github.com/politehttp/polite/internal/proptest"
 	"github.com/politehttp/polite/internal/registry"
 )
 
@@ -53,7 +54,7 @@ func TestPropertyRegistry(t *testing.T) {
 			}
 		}
 		var (
-			now     = propertyStart
+			now     = proptest.Start()
 			lastUse = make(map[string]time.Time)
 			holds   []*registryHold
 		)
@@ -67,7 +68,7 @@ func TestPropertyRegistry(t *testing.T) {
 			return nil
 		}
 		t.Repeat(map[string]func(*rapid.T){
-			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, cfg.Idle)) },
+			"wait": func(t *rapid.T) { now = now.Add(proptest.DrawGap(t, cfg.Idle)) },
 			"call": func(t *rapid.T) {
 				k := key.Draw(t, "key")
 				ks, sh, rotated := r.Lookup(k, true)
@@ -118,7 +119,7 @@ func TestPropertyRegistry(t *testing.T) {
 				for _, h := range holds {
 					if v, _ := h.sh.Peek(h.key); v != h.ks {
 						t.Fatalf("key %q forgotten while held (held since the shard's rotation at %v, now %v)",
-							h.key, time.Duration(h.rotated-propertyStart.UnixNano()), now.Sub(propertyStart))
+							h.key, time.Duration(h.rotated-proptest.Start().UnixNano()), now.Sub(proptest.Start()))
 					}
 				}
 				for k, used := range lastUse {
@@ -135,7 +136,7 @@ func TestPropertyRegistry(t *testing.T) {
 					if rot := time.Unix(0, sh.Rotated()); rot.Sub(used) >= 2*cfg.Idle {
 						if v, _ := sh.Peek(k); v != nil {
 							t.Fatalf("key %q idle since %v kept by a rotation at %v (idle timeout %v)",
-								k, used.Sub(propertyStart), rot.Sub(propertyStart), cfg.Idle)
+								k, used.Sub(proptest.Start()), rot.Sub(proptest.Start()), cfg.Idle)
 						}
 					}
 				}

@@ -34,8 +34,8 @@ const maxLine = 4096
 // MemoryMaxAge): an older one is dropped once no pause holds it.
 const MaxAge = 24 * time.Hour
 
-// Record is what is remembered of one key (polite's Remembered, field for
-// field).
+// Record is what is remembered of one key: polite's Remembered, field for
+// field, where each is documented for users.
 type Record struct {
 	Limit       float64
 	Stated      bool

@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/proptest"
 )
 
 // TestPropertyBucket drives a key's bucket, as WithRate makes it and
@@ -22,11 +23,11 @@ func TestPropertyBucket(t *testing.T) {
 		burst := rapid.IntRange(1, 50).Draw(t, "burst")
 		var b Bucket
 		b.Init(perSecond, burst)
-		now, granted := propertyStart, 0
+		now, granted := proptest.Start(), 0
 		var queued []*gate.Ticket[struct{}]
 		t.Repeat(map[string]func(*rapid.T){
 			"wait": func(t *rapid.T) {
-				now = now.Add(drawGap(t, time.Duration(float64(time.Second)/perSecond)))
+				now = now.Add(proptest.DrawGap(t, time.Duration(float64(time.Second)/perSecond)))
 			},
 			"take": func(t *rapid.T) {
 				b.mu.Lock()
@@ -70,10 +71,10 @@ func TestPropertyBucket(t *testing.T) {
 				}
 			},
 			"": func(t *rapid.T) {
-				elapsed := now.Sub(propertyStart).Seconds()
+				elapsed := now.Sub(proptest.Start()).Seconds()
 				bound := float64(burst) + perSecond*elapsed
 				if float64(granted) > math.Floor(bound+1e-6) {
-					t.Fatalf("granted %d tokens in %v; at most %v (burst %d, %v/s)", granted, now.Sub(propertyStart), bound, burst, perSecond)
+					t.Fatalf("granted %d tokens in %v; at most %v (burst %d, %v/s)", granted, now.Sub(proptest.Start()), bound, burst, perSecond)
 				}
 				// x/time/rate counts in whole nanoseconds: it may grant a
 				// token up to a nanosecond early, a debt of rate × 1ns.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/politehttp/polite/internal/proptest"
 )
 
 // TestPropertyWindow drives a windowLog (WithWindow) through random
@@ -20,12 +22,12 @@ func TestPropertyWindow(t *testing.T) {
 		per := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(time.Hour)).Draw(t, "per"))
 		var (
 			w      windowLog
-			now    = propertyStart
+			now    = proptest.Start()
 			sent   []time.Time // the bookings not cancelled, in booking order
 			lastAt time.Time   // the last booking, cancelled or not
 		)
 		t.Repeat(map[string]func(*rapid.T){
-			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, per/time.Duration(n))) },
+			"wait": func(t *rapid.T) { now = now.Add(proptest.DrawGap(t, per/time.Duration(n))) },
 			"book": func(t *rapid.T) {
 				idle := lastAt.IsZero() || !now.Before(lastAt.Add(per))
 				at := w.book(now, n, per)

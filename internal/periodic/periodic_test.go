@@ -6,9 +6,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/politehttp/polite/internal/periodic"
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
+
+	"github.com/politehttp/polite/internal/periodic"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,6 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/politehttp/polite/internal/proptest"
 	"github.com/politehttp/polite/internal/signals"
 )
 
@@ -23,7 +24,7 @@ func TestPropertyServerQuota(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var (
 			q    Quota
-			now  = propertyStart
+			now  = proptest.Start()
 			held []bool // the reservations in flight, whether each was counted down
 			// budget is how many more reservations may be counted down:
 			// what the last response left, less those in flight then, plus
@@ -33,7 +34,7 @@ func TestPropertyServerQuota(t *testing.T) {
 			paused  time.Time // a Retry-After for the quota holds until then, no response since
 		)
 		t.Repeat(map[string]func(*rapid.T){
-			"wait": func(t *rapid.T) { now = now.Add(drawGap(t, time.Second)) },
+			"wait": func(t *rapid.T) { now = now.Add(proptest.DrawGap(t, time.Second)) },
 			"response": func(t *rapid.T) {
 				quota := signals.Quota{
 					Limit:     float64(rapid.IntRange(0, 100).Draw(t, "limit")),
@@ -123,7 +124,7 @@ func TestPropertyServerQuota(t *testing.T) {
 // next request went before the Retry-After was over.
 func TestPropertyServerQuotaReleaseDuringRetryAfter(t *testing.T) {
 	var q Quota
-	now := propertyStart
+	now := proptest.Start()
 	q.Sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)})
 	_, spent, took := q.Reserve(now, 1, false)
 	if spent || !took {

@@ -13,60 +13,31 @@ import (
 )
 
 // Signals is what a response tells about the server's limits, read from
-// its headers by [Parse]. Values a server did not send, or sent
-// malformed, are zero, and the matching Has… field is false: a bad value is
-// ignored, never trusted.
+// its headers by [Parse]: polite's Signals, field for field, where each
+// is documented for users. Values a server did not send, or sent
+// malformed, are zero, and the matching Has… field is false.
 type Signals struct {
-	// RetryAfter is the delay the server asked for before the next
-	// request: Retry-After (seconds, fractional seconds, or an HTTP-date),
-	// retry-after-ms, x-ms-retry-after-ms or x-amz-retry-after
-	// (milliseconds, which win over Retry-After), or X-RateLimit-Retry-After.
-	RetryAfter    time.Duration
-	HasRetryAfter bool
-
-	// RetryAfterSlack is how far from the server's true delay RetryAfter
-	// may be, either way: a second when it counts whole seconds (or is a
-	// date), 0 when it counts milliseconds or has a fraction.
+	RetryAfter      time.Duration
+	HasRetryAfter   bool
 	RetryAfterSlack time.Duration
-
-	// Quota is the most constraining quota the response reports: an
-	// exhausted one with the latest reset, or else the request quota with
-	// the least remaining per second until its reset.
-	Quota    Quota
-	HasQuota bool
-
-	// Quotas are the quotas the response reports in units other than
-	// requests (tokens, input and output tokens, points), each unit once:
-	// what a [Cost] is counted against. nil when it reports none.
-	Quotas []Quota
-
-	// Bucket is the server's name for the limiter that the request counted
-	// against, shared by other routes: X-RateLimit-Bucket (Discord), the
-	// IETF partition key pk, or x-ratelimit-resource (GitHub).
-	Bucket string
-
-	// Global reports a limit on the whole client rather than a route
-	// (Discord's X-RateLimit-Global).
-	Global bool
-
-	// Cached reports that the response came from a cache (Age > 0): its
-	// quota describes the past and is left out.
-	Cached bool
+	Quota           Quota
+	HasQuota        bool
+	Quotas          []Quota // in units other than requests, each unit once
+	Bucket          string
+	Global          bool
+	Cached          bool
 }
 
-// Quota is one quota a server reports.
+// Quota is one quota a server reports: polite's Quota, field for field.
 type Quota struct {
-	Limit     float64       // units allowed per window; 0 if not given
-	Remaining float64       // units left before Reset
-	Reset     time.Time     // when the quota is renewed; zero if not given
-	Slack     time.Duration // how far from the true renewal, either way, Reset may be (it counts whole seconds)
-	Window    time.Duration // the window's length; 0 if not given
-	Policy    string        // the policy's or dimension's name; "" if none
-	Unit      string        // "" for requests; "tokens", "content-bytes", …
-	// Refill reports a bucket that refills continuously, whose Reset is
-	// when it is full again (OpenAI's and Anthropic's), rather than a
-	// window renewed whole at Reset.
-	Refill bool
+	Limit     float64
+	Remaining float64
+	Reset     time.Time
+	Slack     time.Duration
+	Window    time.Duration
+	Policy    string
+	Unit      string // "" for requests
+	Refill    bool   // a bucket that refills, whose Reset is when it is full again
 }
 
 // Delay returns the delay before the next request that the signals ask

@@ -1,0 +1,24 @@
+// Package proptest holds what the property tests of polite's packages
+// share: the instant their clocks start at, and how far they move on.
+package proptest
+
+import (
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// Start returns the instant at which the clocks of the property tests
+// start: far from the zero time, which x/time/rate treats specially.
+func Start() time.Time { return time.Unix(1_700_000_000, 0) }
+
+// DrawGap draws how far a property test's clock moves on: often not at
+// all, often a little, sometimes around scale, and sometimes a long way.
+func DrawGap(t *rapid.T, scale time.Duration) time.Duration {
+	return time.Duration(rapid.OneOf(
+		rapid.Just(int64(0)),
+		rapid.Int64Range(1, int64(time.Millisecond)),
+		rapid.Int64Range(int64(scale)/2, 3*int64(scale)),
+		rapid.Int64Range(0, int64(1000*time.Hour)),
+	).Draw(t, "gap"))
+}

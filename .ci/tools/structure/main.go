@@ -50,7 +50,9 @@
 // keyExtra's 17 fields and keyState.mu's 32 lock sites in 7 files.
 //
 // -json prints the same as one JSON object, every tie included (the text
-// lists only those against the layering).
+// lists only those against the layering). -check exits 1, naming them, if
+// a goal is not met: CI runs it so, so that the structure the goals ask
+// for is kept.
 package main
 
 import (
@@ -161,6 +163,7 @@ type goal struct {
 func main() {
 	dir := flag.String("C", "", "the repository's root, where the core module's go.mod is (default: the git work tree's root)")
 	asJSON := flag.Bool("json", false, "print JSON, every tie included")
+	check := flag.Bool("check", false, "exit 1 if a goal is not met")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		flag.Usage()
@@ -181,6 +184,18 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "structure: %v\n", err)
 		os.Exit(1)
+	}
+	if *check {
+		failed := false
+		for _, g := range r.Goals {
+			if !g.Met {
+				fmt.Fprintf(os.Stderr, "structure: %s: %d, at most %d\n", g.What, g.Now, g.Max)
+				failed = true
+			}
+		}
+		if failed {
+			os.Exit(1)
+		}
 	}
 }
 

@@ -1,0 +1,270 @@
+package fleet
+
+import (
+	mrand "math/rand/v2"
+
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The calls to Redis: each under the fleet's deadline, heard by its
+// observers, and behind a breaker that fails open to local pacing.
+
+// An Observer hears of a Fleet's calls to Redis (see [Fleet.Observe]).
+// Its functions run on the goroutine that made the call (a request's, or
+// that of a retry budget's flush of refunds), with no lock held; nil ones
+// are skipped. A call whose caller gave up before Redis answered is not
+// reported. Op names the call: "reserve"
+// (a booking, or a lease of bookings), "congest" (a throttle told to the
+// shared controller), "pause" (a pause told to the fleet), "budget" (the
+// retry budget's take and refunds) or "adjust" (what the sends gave back
+// of their costs, and the bounds the server's answers set).
+type Observer struct {
+	// OnCall is called when a call to Redis has been answered or has
+	// failed: d is the time from the call to its answer (or to the
+	// timeout), its wait for a round trip included, err nil or the error,
+	// which matches [ErrUnavailable].
+	OnCall func(op string, d time.Duration, err error)
+	// OnFallback is called when Redis could not be asked (it failed, did
+	// not answer in time, or the breaker is open), so that the process
+	// goes on alone: a booking's request is paced locally, a retry takes
+	// from the process's share of the budget, a throttle or a pause is not
+	// told to the fleet. err says why, and matches [ErrUnavailable].
+	OnFallback func(op string, err error)
+}
+
+// Observe adds o to what hears of the fleet's calls to Redis. It may be
+// called at any time, from any goroutine; observers are never removed.
+func (f *Fleet) Observe(o Observer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	joined := o
+	if was := f.observers.Load(); was != nil {
+		joined = Observer{OnCall: bothCall(was.OnCall, o.OnCall), OnFallback: bothFallback(was.OnFallback, o.OnFallback)}
+	}
+	f.observers.Store(&joined)
+}
+
+func bothCall(a, b func(string, time.Duration, error)) func(string, time.Duration, error) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(op string, d time.Duration, err error) { a(op, d, err); b(op, d, err) }
+}
+
+func bothFallback(a, b func(string, error)) func(string, error) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(op string, err error) { a(op, err); b(op, err) }
+}
+
+// run calls script (named op for observers) under the fleet's deadline and
+// breaker, and returns its reply as integers.
+func (f *Fleet) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	v, err := f.call(ctx, op, script, keys, args...)
+	if err != nil && errors.Is(err, ErrUnavailable) {
+		if o := f.observers.Load(); o != nil && o.OnFallback != nil {
+			o.OnFallback(op, err)
+		}
+	}
+	return v, err
+}
+
+// call is run without telling observers of a fallback.
+func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
+	ok, probe := f.allow(time.Now())
+	if !ok {
+		return nil, errBreaker
+	}
+	c := &scriptCall{script: script, keys: keys, args: args, done: make(chan reply, 1)}
+	f.submit(c)
+	answered := false
+	defer func() {
+		if !answered {
+			c.abandoned.Store(true) // not sent if still queued
+		}
+	}()
+	start := time.Now()
+	observed := func(err error) {
+		if o := f.observers.Load(); o != nil && o.OnCall != nil {
+			o.OnCall(op, time.Since(start), err)
+		}
+	}
+	// The timeout runs from the moment the call's round trip goes: a call
+	// that waits in the queue for its turn waits on, for the caller's
+	// context only. The deadline holds whatever client is passed in:
+	// go-redis does not stop a call at its context's deadline unless the
+	// client has ContextTimeoutEnabled, so a round trip that outlives it is
+	// abandoned.
+	timer := time.NewTimer(f.timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-c.done:
+			answered = true
+			if r.err != nil {
+				err := f.failed(fmt.Errorf("%w: %w", ErrUnavailable, r.err))
+				observed(err)
+				return nil, err
+			}
+			f.succeeded()
+			observed(nil)
+			return r.v, nil
+		case <-timer.C:
+			due := c.due.Load()
+			if due == 0 && !probe && !f.Available() {
+				// Still queued, and a round trip failed meanwhile: go on
+				// alone, as a call the breaker holds does.
+				return nil, errBreaker
+			}
+			if left := time.Until(time.Unix(0, due)); due == 0 || left > 0 {
+				if due == 0 {
+					left = f.timeout
+				}
+				timer.Reset(left) // queued, or sent since: its round trip has time left
+				continue
+			}
+			err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
+			silent := time.Since(time.Unix(0, f.batch.answered.Load())) >= f.timeout
+			if silent || probe {
+				// Redis has answered nothing for a timeout: it is down
+				// or hung, not slow for this call alone.
+				observed(f.failed(err))
+				return nil, err
+			}
+			// Redis answered other round trips meanwhile: a busy process,
+			// or one slow node, delays this one, whose booking is likely
+			// made. It waits on, up to slowWaits times its deadline,
+			// rather than send on its own beside the fleet's schedule;
+			// then it goes on alone, the breaker closed.
+			if extra := time.Duration(slowWaits-1) * f.timeout; !c.extended {
+				c.extended = true
+				timer.Reset(extra)
+				continue
+			}
+			observed(err)
+			return nil, err
+		case <-ctx.Done():
+			// The caller gave up: Redis is not to blame. A probe gives its
+			// turn to the next call.
+			if probe {
+				f.mu.Lock()
+				f.probing = false
+				f.mu.Unlock()
+			}
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// ints reads a script's reply: an integer or a list of integers.
+func ints(res any) []int64 {
+	switch v := res.(type) {
+	case int64:
+		return []int64{v}
+	case []any:
+		out := make([]int64, 0, len(v))
+		for _, x := range v {
+			if i, ok := x.(int64); ok {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// allow reports whether a Redis call may go at now: the breaker is
+// closed, or it is open, its wait is over, and no other probe is out; then
+// the call is the probe.
+func (f *Fleet) allow(now time.Time) (ok, probe bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down {
+		return true, false
+	}
+	if f.probing || now.Before(f.probeAt) {
+		return false, false
+	}
+	f.probing = true
+	return true, true
+}
+
+// failed opens the breaker, or backs off when a probe failed, and
+// returns err.
+func (f *Fleet) failed(err error) error {
+	f.mu.Lock()
+	changed := !f.down
+	switch {
+	case !f.down:
+		f.down, f.backoff = true, probeFirst
+	case f.probing:
+		f.probing, f.backoff = false, min(2*f.backoff, probeLast)
+	default: // a call that was out when the breaker opened
+		f.mu.Unlock()
+		return err
+	}
+	// A jittered wait, so that the processes of a fleet do not probe in
+	// step.
+	wait := f.backoff/2 + time.Duration(mrand.Int64N(int64(f.backoff/2)+1))
+	f.probeAt = time.Now().Add(wait)
+	f.mu.Unlock()
+	f.refresh()
+	if changed {
+		if f.logger != nil {
+			f.logger.Warn("polite fleet: Redis unavailable, pacing locally", "err", err)
+		}
+		if f.onChange != nil {
+			f.onChange(false, err)
+		}
+	}
+	return err
+}
+
+// refresh has a Cluster client reload its map of the cluster, in the
+// background, so that the next probe goes to the node that serves the
+// slot now: after a failover, go-redis learns that a replica took over
+// only from a MOVED reply or every 60 seconds, and until then sends the
+// slot's calls to the dead master.
+func (f *Fleet) refresh() {
+	if c, ok := f.rdb.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(context.Background())
+	}
+}
+
+// succeeded closes the breaker.
+func (f *Fleet) succeeded() {
+	f.mu.Lock()
+	changed := f.down
+	f.down, f.probing, f.backoff = false, false, probeFirst
+	f.mu.Unlock()
+	if changed {
+		if f.logger != nil {
+			f.logger.Warn("polite fleet: Redis back, pacing on shared state")
+		}
+		if f.onChange != nil {
+			f.onChange(true, nil)
+		}
+	}
+}
+
+func defaultMember() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -11,7 +11,7 @@ import (
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/engine"
 	"github.com/politehttp/polite/internal/gate"
-	"github.com/politehttp/polite/internal/signals"
+	"github.com/politehttp/polite/internal/headers"
 )
 
 // The path of one call, in order: RoundTrip (transport.go) makes a call
@@ -279,7 +279,7 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		return failure{timeout: timeout, unsent: unprocessed}, retry
 	}
 	code := resp.StatusCode
-	s := signals.Parse(resp.Header, now)
+	s := headers.Parse(resp.Header, now)
 	spent := s.HasQuota && s.Quota.Remaining < 1
 	throttled := code == http.StatusTooManyRequests ||
 		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/politehttp/polite/internal/headers"
 	"github.com/politehttp/polite/internal/signals"
 )
 
@@ -91,12 +92,12 @@ type Quota struct {
 // time) is malformed, and ignored unparsed: a megabyte of header costs no
 // copy of it. ParseSignals is a pure function of h and
 // now.
-func ParseSignals(h http.Header, now time.Time) Signals { return signalsOf(signals.Parse(h, now)) }
+func ParseSignals(h http.Header, now time.Time) Signals { return signalsOf(headers.Parse(h, now)) }
 
 // IsSignalHeader reports whether [ParseSignals] reads the header field
 // named name (in any case): the Retry-After and rate-limit fields it
 // understands, and Date and Age, by which it corrects them.
-func IsSignalHeader(name string) bool { return signals.IsHeader(name) }
+func IsSignalHeader(name string) bool { return headers.IsHeader(name) }
 
 // Delay returns the delay before the next request that the signals ask
 // for, by the precedence of the IETF draft: Retry-After first, then, when

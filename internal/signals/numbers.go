@@ -10,13 +10,13 @@ import (
 // Numbers as the headers write them: non-negative decimals, durations in
 // seconds, and the classes of bytes they are made of.
 
-// maxSeconds is the most seconds a time.Duration holds, in round terms.
-const maxSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
+// MaxSeconds is the most seconds a time.Duration holds, in round terms.
+const MaxSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
 
 // seconds converts non-negative seconds to a Duration, to the nearest
 // nanosecond, refusing overflow.
 func Seconds(f float64) (time.Duration, bool) {
-	if !(f >= 0) || f > maxSeconds {
+	if !(f >= 0) || f > MaxSeconds {
 		return 0, false
 	}
 	return time.Duration(math.Round(f * float64(time.Second))), true
@@ -46,32 +46,4 @@ func ParseDecimal(s string) (float64, bool) {
 	return f, err == nil
 }
 
-// isDecimal reports whether s is digits with at most one inner dot ("12",
-// "1.5"), of any length: a number as ParseDecimal and parseSeconds read it,
-// whether or not it fits their ranges.
-func isDecimal(s string) bool {
-	i := 0
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	switch {
-	case i == 0:
-		return false
-	case i == len(s):
-		return true
-	}
-	return s[i] == '.' && allDigits(s[i+1:]) // stops at the first byte that is not a digit
-}
-
-func allDigits(s string) bool {
-	for i := range len(s) {
-		if !isDigit(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}
-
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
-func isAlpha(c byte) bool { return isLower(c) || ('A' <= c && c <= 'Z') }

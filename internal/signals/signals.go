@@ -85,8 +85,3 @@ func RefillWindow(q Quota, now time.Time, slack float64) (time.Duration, bool) {
 	}
 	return w, true
 }
-
-// epochThreshold separates the two meanings of a numeric reset: a number
-// at least this large (2024-01-01T00:00:00Z) is a Unix time, a smaller one
-// is seconds from now.
-const epochThreshold = 1704067200

@@ -1,4 +1,4 @@
-package signals
+package headers
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 func TestSignalsJSONRoundTrips(t *testing.T) {
@@ -25,7 +27,7 @@ func TestSignalsJSONRoundTrips(t *testing.T) {
 			want := Parse(headers(kv...), vectorNow)
 			b, err := json.Marshal(want)
 			require.NoError(t, err)
-			var got Signals
+			var got signals.Signals
 			require.NoError(t, json.Unmarshal(b, &got), "%s", b)
 			assert.True(t, want.Quota.Reset.Equal(got.Quota.Reset), "reset %v, want %v", got.Quota.Reset, want.Quota.Reset)
 			got.Quota.Reset, want.Quota.Reset = time.Time{}, time.Time{}
@@ -49,9 +51,9 @@ func TestSignalsJSONNames(t *testing.T) {
 		"has_quota": true, "bucket": "", "global": false, "cached": false,
 	}, m)
 
-	var q Quota
+	var q signals.Quota
 	require.NoError(t, json.Unmarshal([]byte(`{"limit":10,"remaining":2,"window":0.5}`), &q))
-	assert.Equal(t, Quota{Limit: 10, Remaining: 2, Window: 500 * time.Millisecond}, q, "a missing reset is the zero time")
+	assert.Equal(t, signals.Quota{Limit: 10, Remaining: 2, Window: 500 * time.Millisecond}, q, "a missing reset is the zero time")
 
 	// null leaves a value as it was, as encoding/json does.
 	require.NoError(t, json.Unmarshal([]byte(`null`), &q))
@@ -71,11 +73,11 @@ func TestSignalsJSONRefusesBadDurations(t *testing.T) {
 		`{"quota":{"slack":1e19}}`,
 		`{"retry_after":"soon"}`,
 	} {
-		var s Signals
+		var s signals.Signals
 		assert.Error(t, json.Unmarshal([]byte(in), &s), in)
-		assert.Equal(t, Signals{}, s, "%s: a refused value leaves the signals as they were", in)
+		assert.Equal(t, signals.Signals{}, s, "%s: a refused value leaves the signals as they were", in)
 	}
-	var s Signals
+	var s signals.Signals
 	require.NoError(t, json.Unmarshal([]byte(`{"retry_after":9223372035}`), &s))
 	assert.Equal(t, time.Duration(math.Round(9223372035*float64(time.Second))), s.RetryAfter, "the longest whole seconds a Duration holds")
 }

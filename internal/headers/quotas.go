@@ -1,16 +1,17 @@
-package signals
+package headers
 
 import (
 	"math"
 	"strings"
 	"time"
 
+	"github.com/politehttp/polite/internal/signals"
 	"github.com/politehttp/polite/internal/units"
 )
 
 // ietfQuotas reads the IETF draft-10 RateLimit and RateLimit-Policy lists,
 // or draft-07's RateLimit dictionary. A malformed field is ignored whole.
-func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
+func (r *reading) ietfQuotas(qs *quotas, s *signals.Signals, now time.Time) {
 	if len(r.ietf) == 0 {
 		return
 	}
@@ -46,7 +47,7 @@ func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
 		if !ok || !okR || !okN {
 			continue
 		}
-		q := Quota{Remaining: remaining, Policy: name}
+		q := signals.Quota{Remaining: remaining, Policy: name}
 		if d, tv, ok := paramSeconds(m.params, "t"); ok {
 			q.Reset, q.Slack = now.Add(d), wholeSlack(tv)
 		}
@@ -80,7 +81,7 @@ func (r *reading) ietfQuotas(qs *quotas, s *Signals, now time.Time) {
 // draft7 reads draft-07's `RateLimit: limit=100, remaining=50, reset=5`
 // and `RateLimit-Policy: 100;w=10`.
 func (r *reading) draft7(qs *quotas, field string, policies []sfMember, now time.Time) {
-	var q Quota
+	var q signals.Quota
 	var okR bool
 	for rest := field; rest != ""; {
 		m, next, ok := sfNext(rest, true)
@@ -96,7 +97,7 @@ func (r *reading) draft7(qs *quotas, field string, policies []sfMember, now time
 		case m.key == "remaining":
 			q.Remaining, okR = v, true
 		case m.key == "reset":
-			if d, ok := Seconds(v); ok {
+			if d, ok := signals.Seconds(v); ok {
 				q.Reset, q.Slack = now.Add(d), wholeSlack(m.item)
 			}
 		}
@@ -124,8 +125,8 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 	var resetAfter time.Time
 	var resetAfterSlack time.Duration
 	if v := strings.TrimSpace(r.resetAfter); v != "" { // Discord: relative, so immune to skew
-		if f, ok := ParseDecimal(v); ok {
-			if d, ok := Seconds(f); ok {
+		if f, ok := signals.ParseDecimal(v); ok {
+			if d, ok := signals.Seconds(f); ok {
 				resetAfter, resetAfterSlack = now.Add(d), wholeSlack(v)
 			}
 		}
@@ -147,23 +148,23 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 			res, resets, _ = strings.Cut(resets, ",")
 		}
 		pol, policies, _ = strings.Cut(policies, ",")
-		remaining, ok := ParseDecimal(strings.TrimSpace(rem))
+		remaining, ok := signals.ParseDecimal(strings.TrimSpace(rem))
 		if !ok {
 			return // a malformed list: trust none of it
 		}
-		q := Quota{Remaining: remaining, Unit: unit}
+		q := signals.Quota{Remaining: remaining, Unit: unit}
 		// The window: "100;w=60" in the limit (draft-polli), or "1;w=5"
 		// in X-RateLimit-Policy.
 		limit, limitParams := splitParams(lim)
-		q.Limit, _ = ParseDecimal(limit)
+		q.Limit, _ = signals.ParseDecimal(limit)
 		_, policyParams := splitParams(pol)
 		for _, params := range [...]string{limitParams, policyParams} {
 			if w, _, ok := paramSeconds(params, "w"); ok {
 				q.Window = w
 			}
 		}
-		if f, ok := ParseDecimal(strings.TrimSpace(r.duration)); ok && q.Window == 0 {
-			q.Window, _ = Seconds(f)
+		if f, ok := signals.ParseDecimal(strings.TrimSpace(r.duration)); ok && q.Window == 0 {
+			q.Window, _ = signals.Seconds(f)
 		}
 		if !resetAfter.IsZero() {
 			q.Reset, q.Slack = resetAfter, resetAfterSlack
@@ -179,13 +180,13 @@ func (r *reading) legacyQuotas(qs *quotas, now time.Time, skew time.Duration) {
 
 // vendorQuota reads one dimension's limit, remaining and reset, whose
 // reset is a duration (OpenAI) or an instant (Anthropic).
-func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) (Quota, bool) {
-	remaining, ok := ParseDecimal(strings.TrimSpace(v[1]))
+func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) (signals.Quota, bool) {
+	remaining, ok := signals.ParseDecimal(strings.TrimSpace(v[1]))
 	if !ok {
-		return Quota{}, false
+		return signals.Quota{}, false
 	}
-	q := Quota{Remaining: remaining, Refill: true}
-	q.Limit, _ = ParseDecimal(strings.TrimSpace(v[0]))
+	q := signals.Quota{Remaining: remaining, Refill: true}
+	q.Limit, _ = signals.ParseDecimal(strings.TrimSpace(v[0]))
 	reset := strings.TrimSpace(v[2])
 	if duration {
 		if d, err := time.ParseDuration(reset); err == nil && d >= 0 {
@@ -201,9 +202,9 @@ func vendorQuota(v [3]string, now time.Time, skew time.Duration, duration bool) 
 // one renewed last; else, of the quotas of requests (or of points, of which
 // a request costs at least one) with a reset, the one with the least
 // remaining per second until it; else the first.
-func (qs *quotas) binding(now time.Time) (Quota, bool) {
+func (qs *quotas) binding(now time.Time) (signals.Quota, bool) {
 	if qs.n == 0 {
-		return Quota{}, false
+		return signals.Quota{}, false
 	}
 	best, bestRate := -1, math.Inf(1)
 	for i := range qs.n {

@@ -1,6 +1,10 @@
-package signals
+package headers
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/politehttp/polite/internal/signals"
+)
 
 // A minimal reader of RFC 8941 structured fields, as the IETF RateLimit and
 // RateLimit-Policy fields use them: lists and dictionaries of bare items
@@ -182,7 +186,7 @@ func sfString(item string) (string, bool) {
 
 // sfNumber returns the value of a non-negative integer or decimal item.
 func sfNumber(item string) (float64, bool) {
-	return ParseDecimal(item)
+	return signals.ParseDecimal(item)
 }
 
 // trimOWS trims spaces and tabs from both ends of s.
@@ -203,3 +207,7 @@ func isTokenChar(c byte) bool {
 func isBase64(c byte) bool {
 	return isAlpha(c) || isDigit(c) || c == '+' || c == '/' || c == '='
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
+func isAlpha(c byte) bool { return isLower(c) || ('A' <= c && c <= 'Z') }

@@ -1,9 +1,10 @@
-package signals
+package headers
 
 import (
 	"slices"
 	"strings"
 
+	"github.com/politehttp/polite/internal/signals"
 	"github.com/politehttp/polite/internal/units"
 )
 
@@ -99,24 +100,24 @@ func (r *reading) takeVendor(name, v string) bool {
 // quotas holds the quotas of a response; few responses report more than a
 // handful, and the rest are dropped.
 type quotas struct {
-	q     [8]Quota
+	q     [8]signals.Quota
 	n     int
 	units bool // one of them counts in a unit a Cost counts in
 }
 
 // inUnits returns the quotas in units a Cost counts in that keep says to
 // keep, the first of each unit; nil if there are none.
-func (qs *quotas) inUnits(keep func(Quota) bool) []Quota {
-	var out []Quota
+func (qs *quotas) inUnits(keep func(signals.Quota) bool) []signals.Quota {
+	var out []signals.Quota
 	for _, q := range qs.q[:qs.n] {
-		if _, ok := units.Named(q.Unit); ok && keep(q) && !slices.ContainsFunc(out, func(o Quota) bool { return o.Unit == q.Unit }) {
+		if _, ok := units.Named(q.Unit); ok && keep(q) && !slices.ContainsFunc(out, func(o signals.Quota) bool { return o.Unit == q.Unit }) {
 			out = append(out, q)
 		}
 	}
 	return out
 }
 
-func (qs *quotas) add(q Quota) {
+func (qs *quotas) add(q signals.Quota) {
 	if q.Unit != "" {
 		_, known := units.Named(q.Unit)
 		qs.units = qs.units || known

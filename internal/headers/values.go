@@ -1,4 +1,4 @@
-package signals
+package headers
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/politehttp/polite/internal/signals"
 )
 
 // retryAfterValue reads a Retry-After value received at now from a server
@@ -44,7 +46,7 @@ func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, sla
 	if v == "" {
 		return time.Time{}, 0, false
 	}
-	if f, ok := ParseDecimal(v); ok {
+	if f, ok := signals.ParseDecimal(v); ok {
 		whole := strings.IndexByte(v, '.') < 0
 		if f >= epochThreshold {
 			if f >= 1e11 { // past the year 5000: not a time this century
@@ -54,7 +56,7 @@ func parseInstant(v string, now time.Time, skew time.Duration) (t time.Time, sla
 			t := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).In(now.Location()).Add(-skew)
 			return t, stateSlack(whole, skew), true
 		}
-		d, ok := Seconds(f)
+		d, ok := signals.Seconds(f)
 		return now.Add(d), wholeSlack(v), ok
 	}
 	if isDigit(v[0]) && strings.IndexByte(v, 'T') > 0 {
@@ -102,7 +104,7 @@ func paramSeconds(params, name string) (d time.Duration, raw string, ok bool) {
 	if !ok {
 		return 0, raw, false
 	}
-	d, ok = Seconds(f)
+	d, ok = signals.Seconds(f)
 	return d, raw, ok
 }
 
@@ -110,9 +112,9 @@ func paramSeconds(params, name string) (d time.Duration, raw string, ok bool) {
 // one too large for a Duration saturates, as in retryAfterValue.
 func millis(v string) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
-	f, ok := ParseDecimal(v)
+	f, ok := signals.ParseDecimal(v)
 	switch {
-	case ok && f/1000 <= maxSeconds:
+	case ok && f/1000 <= signals.MaxSeconds:
 		return time.Duration(f * float64(time.Millisecond)), true
 	case isDecimal(v):
 		return math.MaxInt64, true
@@ -224,4 +226,35 @@ func isCanonical(name string) bool {
 		upper = c == '-'
 	}
 	return true
+}
+
+// epochThreshold separates the two meanings of a numeric reset: a number
+// at least this large (2024-01-01T00:00:00Z) is a Unix time, a smaller one
+// is seconds from now.
+const epochThreshold = 1704067200
+
+// isDecimal reports whether s is digits with at most one inner dot ("12",
+// "1.5"), of any length: a number as ParseDecimal and parseSeconds read it,
+// whether or not it fits their ranges.
+func isDecimal(s string) bool {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	switch {
+	case i == 0:
+		return false
+	case i == len(s):
+		return true
+	}
+	return s[i] == '.' && allDigits(s[i+1:]) // stops at the first byte that is not a digit
+}
+
+func allDigits(s string) bool {
+	for i := range len(s) {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -1,4 +1,9 @@
-package signals
+// Package headers reads what a response's header fields say of the
+// server's limits (every common rate-limit dialect, Retry-After, the
+// IETF structured fields) into the engine's signals.Signals, with no
+// trust in a malformed value. It is the HTTP edge's: the engine reads
+// only the values (package signals), and knows no header.
+package headers
 
 import (
 	"net/http"
@@ -6,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/politehttp/polite/internal/signals"
 	"github.com/politehttp/polite/internal/units"
 )
 
 // signals interprets what was read.
-func (r *reading) signals(now time.Time) Signals {
-	var s Signals
+func (r *reading) signals(now time.Time) signals.Signals {
+	var s signals.Signals
 	skew, _ := r.skew(now)
 	if r.retryAfterMs != "" {
 		s.RetryAfter, s.HasRetryAfter = millis(r.retryAfterMs)
@@ -27,7 +33,7 @@ func (r *reading) signals(now time.Time) Signals {
 			s.RetryAfter, s.HasRetryAfter, s.RetryAfterSlack = max(t.Sub(now), 0), true, slack
 		}
 	}
-	if age, ok := ParseDecimal(strings.TrimSpace(r.age)); ok && age > 0 {
+	if age, ok := signals.ParseDecimal(strings.TrimSpace(r.age)); ok && age > 0 {
 		s.Cached = true
 	}
 	s.Global = strings.EqualFold(strings.TrimSpace(r.global), "true")
@@ -52,10 +58,10 @@ func (r *reading) signals(now time.Time) Signals {
 		}
 	}
 	if used, limit, ok := strings.Cut(r.shopify, "/"); ok {
-		u, okU := ParseDecimal(strings.TrimSpace(used))
-		l, okL := ParseDecimal(strings.TrimSpace(limit))
+		u, okU := signals.ParseDecimal(strings.TrimSpace(used))
+		l, okL := signals.ParseDecimal(strings.TrimSpace(limit))
 		if okU && okL && u <= l {
-			qs.add(Quota{Limit: l, Remaining: l - u})
+			qs.add(signals.Quota{Limit: l, Remaining: l - u})
 		}
 	}
 	if !s.Cached {
@@ -65,7 +71,7 @@ func (r *reading) signals(now time.Time) Signals {
 			// and output tokens: a Cost counts in those two when they are
 			// stated.
 			split := r.anthropic[2] != [3]string{} || r.anthropic[3] != [3]string{}
-			s.Quotas = qs.inUnits(func(q Quota) bool { return !split || q.Unit != units.NameTokens || !q.Refill })
+			s.Quotas = qs.inUnits(func(q signals.Quota) bool { return !split || q.Unit != units.NameTokens || !q.Refill })
 		}
 	}
 	return s
@@ -83,7 +89,7 @@ func (r *reading) signals(now time.Time) Signals {
 func (r *reading) skew(now time.Time) (time.Duration, bool) {
 	absolute := func(v string) bool { // not a small number of seconds
 		v = strings.TrimSpace(v)
-		f, ok := ParseDecimal(v)
+		f, ok := signals.ParseDecimal(v)
 		return v != "" && (!ok || f >= epochThreshold)
 	}
 	if r.date == "" || !(absolute(r.reset) || absolute(r.xRetryAfter) || absolute(r.retryAfter) || r.anthropic != [4][3]string{}) {
@@ -131,7 +137,7 @@ func (r *reading) skew(now time.Time) (time.Duration, bool) {
 // time) is malformed, and ignored unparsed: a megabyte of header costs no
 // copy of it. Parse is a pure function of h and
 // now.
-func Parse(h http.Header, now time.Time) Signals {
+func Parse(h http.Header, now time.Time) signals.Signals {
 	var r reading
 	for name, values := range h {
 		if len(values) == 0 {
@@ -144,7 +150,7 @@ func Parse(h http.Header, now time.Time) Signals {
 		r.any = r.any || took && name != "Date" && name != "Age"
 	}
 	if !r.any {
-		return Signals{}
+		return signals.Signals{}
 	}
 	return r.signals(now)
 }

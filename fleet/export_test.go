@@ -1,6 +1,12 @@
 package fleet
 
-import "github.com/politehttp/polite/fleetapi"
+import (
+	"strings"
+	"testing"
+
+	"github.com/politehttp/polite/fleetapi"
+	"github.com/redis/go-redis/v9"
+)
 
 // RedisKey returns the Redis key of polite key key with suffix s, m, w or
 // r (its memory), under namespace ns.
@@ -46,3 +52,44 @@ func CostsFlushing(f *Fleet) bool {
 	defer f.costs.mu.Unlock()
 	return f.costs.flushing
 }
+
+// clockRead is the one read of Redis's clock in reserve.lua and in
+// congest.lua; clockFromKey is the Lua UseClock puts in its place: a read
+// of a string key, the key's state key with ":clock" after it (in the same
+// Cluster slot), in µs since 1970, as TIME's seconds and microseconds.
+const (
+	clockRead    = "redis.call('TIME')"
+	clockFromKey = "{'0', redis.call('GET', KEYS[1] .. ':clock')}"
+)
+
+// UseClock has the shared controller's scripts (reserveScript and
+// congestScript) read the time from the key ClockKey names, which the test
+// sets, rather than from Redis's clock, until t ends: their Lua, with the
+// one read of the clock in each replaced, so that a test drives the
+// controller's time itself. A test that uses it must not run in parallel
+// with others.
+func UseClock(t testing.TB) {
+	t.Helper()
+	reserve, congest := reserveScript, congestScript
+	reserveScript = redis.NewScript(clocked(t, recentLua+reserveLua))
+	congestScript = redis.NewScript(clocked(t, recentLua+congestLua))
+	t.Cleanup(func() { reserveScript, congestScript = reserve, congest })
+}
+
+// ClockKey returns the Redis key the scripts read the time from under
+// UseClock, for polite key key under namespace ns.
+func ClockKey(ns, key string) string { return RedisKey(ns, key, "s") + ":clock" }
+
+// clocked returns src with its read of Redis's clock replaced by a read of
+// the clock key; t fails unless src reads the clock exactly once.
+func clocked(t testing.TB, src string) string {
+	t.Helper()
+	if n := strings.Count(src, clockRead); n != 1 {
+		t.Fatalf("the script reads Redis's clock %d times, not once: UseClock no longer stands in for it", n)
+	}
+	return strings.Replace(src, clockRead, clockFromKey, 1)
+}
+
+// Channel returns the channel on which key's pauses and congestion events
+// are published, under namespace ns.
+func Channel(ns, key string) string { return (&Fleet{ns: ns}).channel(key) }

@@ -279,19 +279,19 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		return failure{timeout: timeout, unsent: unprocessed}, retry
 	}
 	code := resp.StatusCode
-	s := headers.Parse(resp.Header, now)
+	a := engine.Answer{Now: now, Outcome: control.OK, Signals: headers.Parse(resp.Header, now)}
+	s := &a.Signals
 	spent := s.HasQuota && s.Quota.Remaining < 1
 	throttled := code == http.StatusTooManyRequests ||
 		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||
 		(code == http.StatusForbidden && spent) || // GitHub's primary limit
-		bodyThrottle(t.cfg.throttleBody, resp, &s)
+		bodyThrottle(t.cfg.throttleBody, resp, s)
 	// A throttle refuses the request before the server processes it: it
 	// may be sent again whatever its method.
 	f := failure{throttled: throttled, unsent: throttled}
 	f.retryAfter, f.hasRetryAfter = s.Delay(now)
 	f.untilReset = f.hasRetryAfter && !s.HasRetryAfter
-	a := engine.Answer{Now: now, Outcome: control.OK, Throttled: throttled, Signals: s,
-		RetryAfter: f.retryAfter, HasRetryAfter: f.hasRetryAfter}
+	a.Throttled, a.RetryAfter, a.HasRetryAfter = throttled, f.retryAfter, f.hasRetryAfter
 	switch {
 	case throttled:
 		a.Outcome = control.Throttled

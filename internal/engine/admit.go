@@ -106,7 +106,7 @@ func (e *Engine) fetchRobots(c *Call) (delay time.Duration, offLimits, err error
 func (e *Engine) admitLocal(c *Call) error {
 	ceiling, _ := e.Ceiling()
 	if k := c.state(e); k != nil {
-		if err := k.pace.Admit(&c.Waiter, k.controller(e.cfg.Kind), ceiling, &k.calls); err != nil {
+		if err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls); err != nil {
 			return err
 		}
 	}

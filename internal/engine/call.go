@@ -32,7 +32,8 @@ type Call struct {
 	Costly bool
 	Costed bool
 
-	k       *Key // the key's state, once it has one; held until Release
+	k       *Key               // the key's state, once it has one; held until Release
+	ctl     control.Controller // the key's controller, found with k; nil under KindOff
 	sh      *registry.Shard[Key]
 	rotated int64
 	site    *robots.Site
@@ -65,7 +66,7 @@ func (c *Call) Release() {
 // yet.
 func (c *Call) state(e *Engine) *Key {
 	if c.k == nil {
-		c.k, c.sh, c.rotated = e.Lookup(c.Who.Key, false)
+		c.found(e, false)
 	}
 	return c.k
 }
@@ -73,9 +74,18 @@ func (c *Call) state(e *Engine) *Key {
 // need returns the state of the call's key, making it if needed.
 func (c *Call) need(e *Engine) *Key {
 	if c.k == nil {
-		c.k, c.sh, c.rotated = e.Lookup(c.Who.Key, true)
+		c.found(e, true)
 	}
 	return c.k
+}
+
+// found looks the call's key's state up (see Engine.Lookup), with its
+// controller, which a key keeps for its life.
+func (c *Call) found(e *Engine, need bool) {
+	c.k, c.sh, c.rotated = e.Lookup(c.Who.Key, need)
+	if c.k != nil {
+		c.ctl = c.k.controller(e.cfg.Kind)
+	}
 }
 
 // Drop gives back what the attempt in flight holds, for an attempt that
@@ -101,12 +111,10 @@ func (c *Call) Drop() {
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {
 	c.mark, c.sentAt = control.NoMark, time.Time{}
-	if k := c.k; k != nil {
-		if ctl := k.controller(e.cfg.Kind); ctl != nil {
-			c.mark = ctl.Sending()
-			if ctl.Timed() || k.pace.Starting() {
-				c.sentAt = time.Now()
-			}
+	if ctl := c.ctl; ctl != nil {
+		c.mark = ctl.Sending()
+		if ctl.Timed() || c.k.pace.Starting() {
+			c.sentAt = time.Now()
 		}
 	}
 	if c.Costed && c.hold == nil && e.cfg.Costs {

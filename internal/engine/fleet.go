@@ -44,7 +44,7 @@ func (e *Engine) admitFleet(c *Call) error {
 	}
 	if perSecond == 0 && !shared {
 		ceiling, _ := e.Ceiling()
-		if err := k.pace.Admit(&c.Waiter, k.controller(e.cfg.Kind), ceiling, &k.calls); err != nil {
+		if err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls); err != nil {
 			return err
 		}
 		fk.OwnSent(time.Now())

@@ -105,7 +105,7 @@ func (e *Engine) judgeCost(c *Call, a *Answer) *quota.Hold {
 // (requests per second; 0 if none), to the key's controller, makes the
 // key's bucket follow it, and keeps the key's state in the registry.
 func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stated float64) {
-	if ctl := k.controller(e.cfg.Kind); ctl != nil {
+	if ctl := c.ctl; ctl != nil {
 		var rtt time.Duration
 		if !c.sentAt.IsZero() {
 			rtt = now.Sub(c.sentAt)

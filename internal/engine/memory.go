@@ -63,7 +63,7 @@ func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	var known control.Known
 	n := now.UnixNano()
-	if ctl := k.controller(e.cfg.Kind); ctl != nil {
+	if ctl := c.ctl; ctl != nil {
 		known = ctl.Known(now)
 	}
 	paused := k.pace.PausedUntil(n)

@@ -276,33 +276,3 @@ func (e *Engine) members(k *Key) int {
 	}
 	return max(e.cfg.Fleet.Size(), 1)
 }
-
-// tellFleet tells the fleet's shared controller the outcome o of the
-// call's attempt, if that controller paced it: a success is counted (with
-// the key's next request), a throttle is a congestion event unless one
-// came since the attempt was booked.
-func (e *Engine) tellFleet(c *Call, k *Key, o control.Outcome) {
-	if !c.shared {
-		return
-	}
-	switch o {
-	case control.OK:
-		part(k, fleetPart, newOf[fleetgate.Key]()).Accept(c.gen)
-	case control.Throttled:
-		// An error leaves the event to the processes that can tell it.
-		_ = e.cfg.Fleet.Throttled(c.Ctx, c.Who.Key, c.gen)
-	}
-}
-
-// pauseFleet tells the fleet that the server asked for no request to the
-// call's key until until.
-func (e *Engine) pauseFleet(c *Call, until, now time.Time) {
-	f := e.cfg.Fleet
-	if f == nil || !until.After(now) {
-		return
-	}
-	perSecond, burst := e.fleetRate(c)
-	// An error leaves the pause to this process: the others learn of it
-	// from the server.
-	_ = f.Pause(c.Ctx, c.Who.Key, until.Sub(now), fleetapi.Request{PerSecond: perSecond, Burst: burst})
-}

@@ -3,8 +3,11 @@ package engine
 import (
 	"time"
 
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/fleetgate"
 	"github.com/politehttp/polite/internal/gate"
+	"github.com/politehttp/polite/internal/memfile"
 	"github.com/politehttp/polite/internal/quota"
 	"github.com/politehttp/polite/internal/signals"
 )
@@ -193,4 +196,86 @@ func (e *Engine) pin(c *Call, bucket string, until time.Time) {
 		e.buckets.pin(c.Host, bucket, until)
 	}
 	e.keys.Pin(c.Who.Key, until)
+}
+
+// tellFleet tells the fleet's shared controller the outcome o of the
+// call's attempt, if that controller paced it: a success is counted (with
+// the key's next request), a throttle is a congestion event unless one
+// came since the attempt was booked.
+func (e *Engine) tellFleet(c *Call, k *Key, o control.Outcome) {
+	if !c.shared {
+		return
+	}
+	switch o {
+	case control.OK:
+		part(k, fleetPart, newOf[fleetgate.Key]()).Accept(c.gen)
+	case control.Throttled:
+		// An error leaves the event to the processes that can tell it.
+		_ = e.cfg.Fleet.Throttled(c.Ctx, c.Who.Key, c.gen)
+	}
+}
+
+// pauseFleet tells the fleet that the server asked for no request to the
+// call's key until until.
+func (e *Engine) pauseFleet(c *Call, until, now time.Time) {
+	f := e.cfg.Fleet
+	if f == nil || !until.After(now) {
+		return
+	}
+	perSecond, burst := e.fleetRate(c)
+	// An error leaves the pause to this process: the others learn of it
+	// from the server.
+	_ = f.Pause(c.Ctx, c.Who.Key, until.Sub(now), fleetapi.Request{PerSecond: perSecond, Burst: burst})
+}
+
+// remember tells the engine's Memory what the call's key learnt, if that
+// changed since it last told it: its limit, or a pause.
+func (e *Engine) remember(c *Call, k *Key, now time.Time) {
+	var known control.Known
+	n := now.UnixNano()
+	if ctl := c.ctl; ctl != nil {
+		known = ctl.Known(now)
+	}
+	paused := k.pace.PausedUntil(n)
+	var window time.Duration
+	if q := peek(k, quotaPart); q != nil {
+		if until := q.SpentUntil(); until.UnixNano() > max(paused, n) {
+			paused = until.UnixNano()
+		}
+		window = q.StatedWindow()
+	}
+	if known.Limit == 0 && paused == 0 && peek(k, memoPart) == nil {
+		return // nothing learnt, nothing told
+	}
+	m := part(k, memoPart, newOf[memo]())
+	m.mu.Lock()
+	told, toldAt, toldPaused := m.told, m.at, m.paused
+	known, moved := known.Worth(told, toldAt, n)
+	if !moved && paused <= toldPaused {
+		m.mu.Unlock()
+		return
+	}
+	if known.Limit > 0 {
+		m.told, m.at = known, n
+	}
+	m.paused = max(paused, toldPaused)
+	m.mu.Unlock()
+	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now}
+	if known.Stated {
+		r.Window = window
+	} else if known.Stood > 0 {
+		r.Since = now.Add(-time.Duration(known.Stood) * time.Second)
+	}
+	if known.Limit == 0 && told.Limit > 0 {
+		// A pause, with no limit known since the key's state was made: the
+		// limit told before stands, as old as it was.
+		r.Limit, r.Stated, r.At = told.Limit, told.Stated, time.Unix(0, toldAt)
+		if told.Stood > 0 && !told.Stated {
+			r.Since = r.At.Add(-time.Duration(told.Stood) * time.Second)
+		}
+	}
+	if paused > n {
+		r.PausedUntil = time.Unix(0, paused)
+	}
+	e.cfg.Memory.Remember(c.Who.Key, r)
 }

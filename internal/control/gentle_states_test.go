@@ -3,37 +3,46 @@ package control
 import (
 	"flag"
 	"fmt"
+	"hash"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Gentle was restructured into explicit states (issue 36); these tests
-// show that it does what it did, bit for bit: the same traces of calls go
-// to Gentle and to frozenGentle, a copy of it as it was (see
-// gentle_frozen_test.go), and every value either returns must be the
-// other's. The traces come from simulated servers (token buckets, servers
-// that count refusals or queue, fixed windows; limits that drop and rise,
-// outages, stated limits, memories) driven by a client that paces at
-// Gentle's rate, and from random calls, so that every rule is reached.
+// hold it to what it did before, bit for bit. The traces come from
+// simulated servers (token buckets, servers that count refusals or queue,
+// fixed windows; limits that drop and rise, outages, stated limits,
+// memories) driven by a client that paces at Gentle's rate, from random
+// calls, and from one trace a rule, so that every rule is reached. Every
+// value Gentle returns on a trace goes into the trace's digest, and the
+// digests must be those in testdata/gentle_traces.golden: a frozen copy of
+// Gentle as it was before the states (5a2e28f, gentle_frozen_test.go)
+// returned the same values, bit for bit, on every trace when the file
+// was written, and -update writes it anew after a change meant to change
+// Gentle's behaviour.
 
-// twin drives a Gentle and a frozenGentle alike and fails at the first
-// value on which they differ.
+// twin drives a Gentle through a trace and keeps the digest of every
+// value it returns.
 type twin struct {
 	t     testing.TB
 	g     *Gentle
-	f     *frozenGentle
+	h     hash.Hash64
 	now   time.Time
 	start time.Time
 	marks []Mark // what Sending said, oldest first
-	trace []call // the last calls, for the failure message
 }
 
-// A call is one call of a trace, as the failure message tells it.
+// A call is one call of a trace.
 type call struct {
-	at     time.Duration // since the trace's start
 	what   string
 	o      Outcome
 	stated float64
@@ -42,76 +51,55 @@ type call struct {
 	recall Recalled
 }
 
-func (c call) String() string {
-	s := fmt.Sprintf("%10.6f %s", c.at.Seconds(), c.what)
-	switch c.what {
-	case "Observe":
-		s += fmt.Sprintf("(%v, stated %v, mark %d, rtt %v)", [...]string{"OK", "Throttled", "Failed"}[c.o], c.stated, int64(c.mark), c.rtt)
-	case "Recall":
-		s += fmt.Sprintf("(%+v)", c.recall)
-	}
-	return s
-}
-
 func newTwin(t testing.TB, start time.Time) *twin {
-	tw := &twin{t: t, g: NewGentle(start), f: newFrozenGentle(start), now: start, start: start}
-	tw.log(call{what: fmt.Sprintf("new at %d", start.UnixNano())})
+	tw := &twin{t: t, g: NewGentle(start), h: fnv.New64a(), now: start, start: start}
+	tw.log(call{what: "new"})
 	tw.check("new")
 	return tw
 }
 
-// log adds c, made now, to the trace.
+// log puts c, made now, into the digest: a change of the calls changes
+// it, as a change of what Gentle says does.
 func (tw *twin) log(c call) {
-	if len(tw.trace) >= 256 {
-		tw.trace = append(tw.trace[:0], tw.trace[len(tw.trace)-64:]...)
-	}
-	c.at = tw.now.Sub(tw.start)
-	tw.trace = append(tw.trace, c)
+	fmt.Fprintf(tw.h, "%d %s %d %x %d %d %+v;", tw.now.Sub(tw.start), c.what, c.o, math.Float64bits(c.stated), c.mark, c.rtt, c.recall)
 }
 
-// fail reports what differs, with the last calls of the trace.
-func (tw *twin) fail(after, what string, got, want any) {
-	var last []string
-	for _, c := range tw.trace[max(len(tw.trace)-40, 0):] {
-		last = append(last, c.String())
-	}
-	tw.t.Fatalf("%s: %s: Gentle says %v, frozenGentle %v\nthe last calls:\n%s", after, what, got, want, strings.Join(last, "\n"))
-}
-
-func (tw *twin) float(after, what string, got, want float64) {
-	if math.Float64bits(got) != math.Float64bits(want) {
-		tw.fail(after, what, got, want)
+// put puts v, a value Gentle returned, into the digest.
+func (tw *twin) put(v any) {
+	switch v := v.(type) {
+	case float64:
+		fmt.Fprintf(tw.h, "%x,", math.Float64bits(v))
+	default:
+		fmt.Fprintf(tw.h, "%v,", v)
 	}
 }
 
-func (tw *twin) same(after, what string, got, want any) {
-	if got != want {
-		tw.fail(after, what, got, want)
-	}
+// digest returns the trace's digest.
+func (tw *twin) digest() uint64 { return tw.h.Sum64() }
+
+func (tw *twin) rate(r Rate) {
+	tw.put(r.PerSecond)
+	tw.put(r.Burst)
+	tw.put(r.Enabled)
+	tw.put(r.Forgot)
 }
 
-func (tw *twin) rate(what string, got, want Rate) {
-	tw.float(what, "PerSecond", got.PerSecond, want.PerSecond)
-	tw.same(what, "Burst", got.Burst, want.Burst)
-	tw.same(what, "Enabled", got.Enabled, want.Enabled)
-	tw.same(what, "Forgot", got.Forgot, want.Forgot)
-}
-
-// check compares what the two say without changing either.
-func (tw *twin) check(after string) {
-	tw.float(after, "Rate", tw.g.Rate(), tw.f.Rate())
-	tw.float(after, "Limit", tw.g.Limit(), tw.f.Limit())
-	tw.float(after, "Estimate", tw.g.Estimate(), tw.f.Estimate())
-	tw.same(after, "Enabled", tw.g.Enabled(), tw.f.Enabled())
-	tw.float(after, "ServerLimit", tw.g.ServerLimit(), tw.f.ServerLimit())
-	tw.same(after, "Timed", tw.g.Timed(), tw.f.Timed())
-	k, fk := tw.g.Known(tw.now), tw.f.Known(tw.now)
-	tw.float(after, "Known.Limit", k.Limit, fk.Limit)
-	tw.same(after, "Known", [2]any{k.Stated, k.Stood}, [2]any{fk.Stated, fk.Stood})
+// check puts what Gentle says into the digest, without changing it.
+func (tw *twin) check(string) {
+	tw.put(tw.g.Rate())
+	tw.put(tw.g.Limit())
+	tw.put(tw.g.Estimate())
+	tw.put(tw.g.Enabled())
+	tw.put(tw.g.ServerLimit())
+	tw.put(tw.g.Timed())
+	k := tw.g.Known(tw.now)
+	tw.put(k.Limit)
+	tw.put(k.Stated)
+	tw.put(k.Stood)
 	r, b, ok := tw.g.StartRate(tw.now)
-	fr, fb, fok := tw.f.StartRate(tw.now)
-	tw.float(after, "StartRate", r, fr)
-	tw.same(after, "StartRate burst, ok", [2]any{b, ok}, [2]any{fb, fok})
+	tw.put(r)
+	tw.put(b)
+	tw.put(ok)
 }
 
 // at moves the clock to t (never back).
@@ -124,8 +112,8 @@ func (tw *twin) at(t time.Time) {
 
 // send takes what Sending says now, for an attempt.
 func (tw *twin) send() Mark {
-	m, fm := tw.g.Sending(), tw.f.Sending()
-	tw.same("Sending", "mark", m, fm)
+	m := tw.g.Sending()
+	tw.put(m)
 	tw.marks = append(tw.marks, m)
 	if len(tw.marks) > 256 {
 		tw.marks = tw.marks[128:]
@@ -133,33 +121,31 @@ func (tw *twin) send() Mark {
 	return m
 }
 
-// observe feeds both an outcome.
+// observe feeds Gentle an outcome.
 func (tw *twin) observe(o Outcome, stated float64, mark Mark, rtt time.Duration) Rate {
 	tw.log(call{what: "Observe", o: o, stated: stated, mark: mark, rtt: rtt})
-	r, fr := tw.g.Observe(tw.now, o, stated, mark, rtt), tw.f.Observe(tw.now, o, stated, mark, rtt)
-	tw.rate("Observe", r, fr)
+	r := tw.g.Observe(tw.now, o, stated, mark, rtt)
+	tw.rate(r)
 	tw.check("Observe")
 	return r
 }
 
-// grown asks both for the rate grown with time.
+// grown asks Gentle for the rate grown with time.
 func (tw *twin) grown() (float64, bool) {
 	tw.log(call{what: "Grown"})
 	r, ok := tw.g.Grown(tw.now)
-	fr, fok := tw.f.Grown(tw.now)
-	tw.float("Grown", "rate", r, fr)
-	tw.same("Grown", "ok", ok, fok)
+	tw.put(r)
+	tw.put(ok)
 	tw.check("Grown")
 	return r, ok
 }
 
-// recall starts both from a memory.
+// recall starts Gentle from a memory.
 func (tw *twin) recall(r Recalled) {
 	tw.log(call{what: "Recall", recall: r})
 	x, ok := tw.g.Recall(tw.now, r)
-	fx, fok := tw.f.Recall(tw.now, r)
-	tw.float("Recall", "rate", x, fx)
-	tw.same("Recall", "ok", ok, fok)
+	tw.put(x)
+	tw.put(ok)
 	tw.check("Recall")
 }
 
@@ -644,20 +630,33 @@ var gentleRules = []struct {
 	}},
 }
 
-// gentleTraces is how many random traces TestGentleMatchesFrozen runs:
-// 5,000 take about two seconds; more reach rarer corners.
-var gentleTraces = flag.Int("gentle.traces", 5000, "random traces TestGentleMatchesFrozen runs")
+// gentleTraces is how many random traces TestGentleKeepsItsTraces runs,
+// in groups of gentleGroup, each group with one digest.
+const (
+	gentleTraces = 5000
+	gentleGroup  = 50
+)
 
-func TestGentleMatchesFrozen(t *testing.T) {
+var updateGentle = flag.Bool("update", false, "write testdata/gentle_traces.golden from what Gentle does now")
+
+const gentleGolden = "testdata/gentle_traces.golden"
+
+// TestGentleKeepsItsTraces runs each rule's trace and 5,000 random ones,
+// and holds their digests to testdata/gentle_traces.golden (see twin).
+func TestGentleKeepsItsTraces(t *testing.T) {
+	got := map[string]uint64{}
+	var names []string
 	for _, tt := range gentleRules {
-		t.Run(tt.rule, func(t *testing.T) {
-			tt.trace(newTwin(t, epoch.Add(123456789)))
-		})
+		tw := newTwin(t, epoch.Add(123456789))
+		tt.trace(tw)
+		got[tt.rule] = tw.digest()
+		names = append(names, tt.rule)
 	}
-	traces := *gentleTraces
+	traces := gentleTraces
 	if testing.Short() {
 		traces = 300
 	}
+	group := fnv.New64a()
 	for i := range traces {
 		seed := uint64(i)
 		r := rand.New(rand.NewPCG(36, seed))
@@ -671,32 +670,42 @@ func TestGentleMatchesFrozen(t *testing.T) {
 				b[j] = byte(r.Uint32())
 			}
 			randomTrace(tw, b)
+		} else {
+			simTrace(tw, r, 200+r.IntN(1500))
+		}
+		fmt.Fprintf(group, "%x;", tw.digest())
+		if (i+1)%gentleGroup == 0 {
+			name := fmt.Sprintf("traces %d to %d", i+1-gentleGroup, i)
+			got[name] = group.Sum64()
+			names = append(names, name)
+			group.Reset()
+		}
+	}
+	if *updateGentle {
+		var b strings.Builder
+		b.WriteString("# The digests of Gentle's traces (internal/control/gentle_states_test.go): go test ./internal/control -run TestGentleKeepsItsTraces -update\n")
+		for _, n := range names {
+			fmt.Fprintf(&b, "%016x %s\n", got[n], n)
+		}
+		require.NoError(t, os.WriteFile(gentleGolden, []byte(b.String()), 0o644))
+		return
+	}
+	text, err := os.ReadFile(gentleGolden)
+	require.NoError(t, err)
+	want := map[string]uint64{}
+	for line := range strings.Lines(string(text)) {
+		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		simTrace(tw, r, 200+r.IntN(1500))
-		if t.Failed() {
-			t.Fatalf("trace %d", i)
-		}
+		digest, name, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		require.True(t, ok, "a line of %s: %q", gentleGolden, line)
+		d, err := strconv.ParseUint(digest, 16, 64)
+		require.NoError(t, err)
+		want[name] = d
 	}
-}
-
-// FuzzGentleStates feeds Gentle and frozenGentle the same calls, read
-// from the fuzzer's bytes (see op), after an optional recall.
-func FuzzGentleStates(f *testing.F) {
-	r := rand.New(rand.NewPCG(36, 0))
-	for range 16 {
-		b := make([]byte, 4*r.IntN(300))
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
-		f.Add(r.Int64N(int64(100*time.Second)), byte(r.Uint32()), uint16(r.Uint32()), b)
+	for _, n := range names {
+		w, ok := want[n]
+		require.True(t, ok, "%s has no digest of %q", gentleGolden, n)
+		assert.Equal(t, fmt.Sprintf("%016x", w), fmt.Sprintf("%016x", got[n]), "%s: Gentle no longer does what it did", n)
 	}
-	f.Fuzz(func(t *testing.T, start int64, recall byte, stood uint16, b []byte) {
-		tw := newTwin(t, epoch.Add(time.Duration(start%int64(1000*time.Second))))
-		if recall&3 == 3 {
-			tw.at(tw.now.Add(step(recall)))
-			tw.recall(Recalled{Limit: statedLimits[(recall>>2)&7], Stated: recall>>5&1 == 1, Stood: time.Duration(stood) * time.Second})
-		}
-		randomTrace(tw, b)
-	})
 }

@@ -59,7 +59,7 @@ type Remembered struct {
 	// Since is when Limit was found at about its value, if polite measured
 	// it (zero if unknown): the probes made between Since and At found it
 	// where it was. A limit that has stood longer is probed less often
-	// (see [AdaptiveDefault]), and so is a remembered one: a Transport
+	// (see [Gentle]), and so is a remembered one: a Transport
 	// counts the time from Since to At as time it has stood, and not the
 	// time since At.
 	Since time.Time

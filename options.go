@@ -446,7 +446,7 @@ func WithQuota(unit string, limit float64, per time.Duration) Option {
 //   - a limit learnt or confirmed within [MemoryMaxAge] paces the key from
 //     its first request: a quota the server stated paces it as after its
 //     first answer (and, under [WithFleet], paces the whole fleet), and
-//     the key's controller (under [AdaptiveDefault]) starts at the limit,
+//     the key's controller (the default, [Gentle]) starts at the limit,
 //     stated or measured from throttles, its rate held just below it with
 //     no first contact to find it again. It is a hint, not the truth: the
 //     server's answers correct a stated quota; a throttle while the rate

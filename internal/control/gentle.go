@@ -41,7 +41,7 @@ const (
 	gentleFloorSpan = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
 )
 
-// Gentle is polite's default send-rate controller (AdaptiveDefault),
+// Gentle is polite's default send-rate controller,
 // documented for its users on polite.Gentle (controllers.go); each of its
 // rules, with the figures that chose it, is in docs/adapting.md. Its
 // model: every congestion event is a moment when the server had nothing

@@ -61,10 +61,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/ast"
 	"go/token"
 	"go/types"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -96,6 +94,9 @@ type report struct {
 	Fields          []countInFiles `json:"fields"`  // per struct type, most first
 	Locks           []countInFiles `json:"locks"`   // per mutex field, most sites first
 	Goals           []goal         `json:"goals"`
+	// LongAnywhere are the non-test Go files over maxLines in the whole
+	// repository, every module and tool included (git's files).
+	LongAnywhere []fileLines `json:"longAnywhere"`
 }
 
 type pkgReport struct {
@@ -269,6 +270,9 @@ func measure(dir string) (*report, error) {
 	r.AdaptiveDefault = c.adaptiveDefault()
 	r.Methods, r.Fields = c.methodsAndFields()
 	r.Locks = c.locks()
+	if r.LongAnywhere, err = longFiles(root); err != nil {
+		return nil, err
+	}
 	r.Goals = r.goals()
 	return r, nil
 }
@@ -408,312 +412,27 @@ func (c *core) namedTypes(f func(*types.TypeName, *types.Named)) {
 	}
 }
 
-// waitQueues lists the named struct types whose values wait in a queue
-// to be woken in turn: those with a channel field named wake.
-func (c *core) waitQueues() []string {
-	out := []string{}
-	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		st, ok := named.Underlying().(*types.Struct)
-		if !ok {
-			return
+// longFiles returns the non-test Go files of the repository at root (the
+// files git tracks, and those it neither tracks nor ignores) over
+// maxLines, longest first.
+func longFiles(root string) ([]fileLines, error) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.go").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing the repository's files: %v", err)
+	}
+	long := []fileLines{}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
 		}
-		for i := range st.NumFields() {
-			f := st.Field(i)
-			if _, isChan := f.Type().Underlying().(*types.Chan); isChan && f.Name() == "wake" {
-				file, line := c.pos(tn.Pos())
-				out = append(out, fmt.Sprintf("%s (%s:%d)", tn.Name(), file, line))
-				return
-			}
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			continue // listed but deleted in the work tree
 		}
-	})
-	return out
-}
-
-// adaptiveDefault finds the uses of the AdaptiveDefault mode outside the
-// controllers' files.
-func (c *core) adaptiveDefault() modeReport {
-	why := map[string][]string{} // a file left out → what it declares
-	exclude := func(file, reason string) {
-		if !slices.Contains(why[file], reason) {
-			why[file] = append(why[file], reason)
+		if n := strings.Count(string(data), "\n"); n > maxLines {
+			long = append(long, fileLines{f, n})
 		}
 	}
-	modes := map[types.Object]bool{}
-	var ifaces []*types.TypeName
-	for _, p := range c.pkgs {
-		if obj, ok := p.Types.Scope().Lookup(modeIdentifier).(*types.Const); ok {
-			modes[obj] = true
-			file, _ := c.pos(obj.Pos())
-			exclude(file, modeIdentifier)
-		}
-	}
-	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		if types.IsInterface(named) && strings.EqualFold(tn.Name(), "controller") {
-			ifaces = append(ifaces, tn)
-			file, _ := c.pos(tn.Pos())
-			exclude(file, "the interface "+tn.Name())
-		}
-	})
-	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		if types.IsInterface(named) {
-			return
-		}
-		for _, iface := range ifaces {
-			it := iface.Type().Underlying().(*types.Interface)
-			if types.Implements(named, it) || types.Implements(types.NewPointer(named), it) {
-				file, _ := c.pos(tn.Pos())
-				exclude(file, tn.Name()+" (a "+iface.Name()+")")
-			}
-		}
-	})
-
-	mr := modeReport{Excluded: []string{}, ByFile: []fileRefs{}}
-	lines := map[string][]int{}
-	left := map[string]int{} // uses in the files left out
-	for _, p := range c.pkgs {
-		for id, obj := range p.TypesInfo.Uses {
-			if !modes[obj] {
-				continue
-			}
-			file, line := c.pos(id.Pos())
-			if why[file] == nil {
-				lines[file] = append(lines[file], line)
-				mr.Sites++
-			} else {
-				left[file]++
-			}
-		}
-	}
-	// The uses in the files left out are said, so that a branch moved
-	// into one of them is seen.
-	for _, file := range slices.Sorted(maps.Keys(why)) {
-		mr.Excluded = append(mr.Excluded, fmt.Sprintf("%s: declares %s; %d uses there", file, strings.Join(why[file], ", "), left[file]))
-	}
-	for _, file := range slices.Sorted(maps.Keys(lines)) {
-		slices.Sort(lines[file])
-		mr.ByFile = append(mr.ByFile, fileRefs{file, lines[file]})
-	}
-	return mr
-}
-
-// methodsAndFields counts the methods of each named type and the fields
-// of each struct type, most first.
-func (c *core) methodsAndFields() (methods, fields []countInFiles) {
-	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		if named.NumMethods() > 0 {
-			in := map[string]bool{}
-			for m := range named.Methods() {
-				file, _ := c.pos(m.Pos())
-				in[file] = true
-			}
-			methods = append(methods, countInFiles{tn.Name(), named.NumMethods(), slices.Sorted(maps.Keys(in))})
-		}
-		if st, ok := named.Underlying().(*types.Struct); ok && st.NumFields() > 0 {
-			file, _ := c.pos(tn.Pos())
-			fields = append(fields, countInFiles{tn.Name(), st.NumFields(), []string{file}})
-		}
-	})
-	return mostFirst(methods), mostFirst(fields)
-}
-
-// locks counts, for each mutex field of a struct of the core, the sites
-// that lock it (Lock, RLock), whatever the variable that holds the struct
-// is called.
-func (c *core) locks() []countInFiles {
-	owner := map[*types.Var]string{} // a field → Type.field
-	c.namedTypes(func(tn *types.TypeName, named *types.Named) {
-		if st, ok := named.Underlying().(*types.Struct); ok {
-			for f := range st.Fields() {
-				owner[f] = tn.Name() + "." + f.Name()
-			}
-		}
-	})
-	sites := map[string]map[string]int{} // Type.field → file → sites
-	for _, p := range c.pkgs {
-		for _, file := range p.Syntax {
-			ast.Inspect(file, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok || !isLock(p.TypesInfo.Uses[sel.Sel]) {
-					return true
-				}
-				field := lockedField(p.TypesInfo, sel)
-				if field == nil || owner[field.Origin()] == "" {
-					return true
-				}
-				name := owner[field.Origin()]
-				if sites[name] == nil {
-					sites[name] = map[string]int{}
-				}
-				f, _ := c.pos(call.Pos())
-				sites[name][f]++
-				return true
-			})
-		}
-	}
-	var out []countInFiles
-	for name, byFile := range sites {
-		n := 0
-		for _, k := range byFile {
-			n += k
-		}
-		out = append(out, countInFiles{name, n, slices.Sorted(maps.Keys(byFile))})
-	}
-	return mostFirst(out)
-}
-
-// isLock says whether obj is the Lock or RLock method of sync.Mutex or
-// sync.RWMutex. TryLock is left out, as issue 36 counted.
-func isLock(obj types.Object) bool {
-	fn, ok := obj.(*types.Func)
-	if !ok || fn.Pkg() == nil || fn.Pkg().Path() != "sync" || fn.Signature().Recv() == nil {
-		return false
-	}
-	return fn.Name() == "Lock" || fn.Name() == "RLock"
-}
-
-// lockedField is the mutex field that x.Lock() locks: x itself when it
-// selects a field (ks.mu.Lock()), or the embedded field the method is
-// promoted through (ks.Lock() where ks embeds a sync.Mutex).
-func lockedField(info *types.Info, sel *ast.SelectorExpr) *types.Var {
-	if s, ok := sel.X.(*ast.SelectorExpr); ok {
-		if v, ok := info.Uses[s.Sel].(*types.Var); ok && v.IsField() {
-			return v
-		}
-	}
-	selection := info.Selections[sel]
-	if selection == nil || len(selection.Index()) < 2 {
-		return nil
-	}
-	var field *types.Var
-	t := selection.Recv()
-	for _, i := range selection.Index()[:len(selection.Index())-1] {
-		if p, ok := t.Underlying().(*types.Pointer); ok {
-			t = p.Elem()
-		}
-		st, ok := t.Underlying().(*types.Struct)
-		if !ok {
-			return nil
-		}
-		field = st.Field(i)
-		t = field.Type()
-	}
-	return field
-}
-
-// goals measures issue 36's goals for the structure.
-func (r *report) goals() []goal {
-	rootFiles, long := 0, 0
-	for _, p := range r.Packages {
-		if p.Dir == "." {
-			rootFiles = p.Files
-		}
-		long += len(p.Long)
-	}
-	gs := []goal{
-		{What: "non-test files of the root package", Now: rootFiles, Max: maxRootFiles},
-		{What: fmt.Sprintf("non-test files over %d lines", maxLines), Now: long, Max: 0},
-		{What: "wait-queue types", Now: len(r.WaitQueues), Max: maxWaitQueues},
-		{What: modeIdentifier + " outside the controllers", Now: r.AdaptiveDefault.Sites, Max: 0},
-		{What: "ties against the layering", Now: r.Ties.Against, Max: maxAgainst},
-	}
-	for i := range gs {
-		gs[i].Met = gs[i].Now <= gs[i].Max
-	}
-	return gs
-}
-
-// print writes the report for a reader: every figure, the ties against
-// the layering with the names they use, and the first rows of each list.
-func (r *report) print(w io.Writer) error {
-	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-
-	p("The core module, %s (non-test files only)\n\n", r.Module)
-	p("Packages: files, files over %d lines, exported names (types, funcs, consts, vars) + methods\n", maxLines)
-	for _, pr := range r.Packages {
-		e := pr.Exported
-		p("  %-20s %3d files, %d long; %3d exported (%d types, %d funcs, %d consts, %d vars) + %d methods\n",
-			pr.Dir, pr.Files, len(pr.Long), e.Names, e.Types, e.Funcs, e.Consts, e.Vars, e.Methods)
-		for _, l := range pr.Long {
-			p("      %s: %d lines\n", l.File, l.Lines)
-		}
-	}
-
-	t := r.Ties
-	how := "the fewest ties whose reversal would leave the files in layers"
-	if !t.Exact {
-		how = "found by a local search, perhaps not the fewest: see layering.go"
-	}
-	p("\nTies: %d between %d files (A uses a package-level name or a method that B declares)\n", t.Total, t.Files)
-	p("Against the layering: %d (%s); A → B: the names A uses\n", t.Against, how)
-	for _, tie := range t.List {
-		if tie.Against {
-			p("  %s → %s: %s\n", tie.From, tie.To, strings.Join(tie.Names, ", "))
-		}
-	}
-
-	p("\nWait-queue types: %d", len(r.WaitQueues))
-	if len(r.WaitQueues) > 0 {
-		p(": %s", strings.Join(r.WaitQueues, ", "))
-	}
-	p("\n")
-
-	m := r.AdaptiveDefault
-	p("\n%s outside the controllers: %d sites in %d files\n", modeIdentifier, m.Sites, len(m.ByFile))
-	for _, f := range m.ByFile {
-		p("  %s: lines %s\n", f.File, joinInts(f.Lines))
-	}
-	p("  not counted:\n")
-	for _, e := range m.Excluded {
-		p("    %s\n", e)
-	}
-
-	for _, list := range []struct {
-		title, unit string
-		rows        []countInFiles
-	}{
-		{"Most methods", "methods", r.Methods},
-		{"Most fields", "fields", r.Fields},
-		{"Mutex fields locked at the most sites", "sites", r.Locks},
-	} {
-		p("\n%s:\n", list.title)
-		for _, row := range list.rows[:min(shown, len(list.rows))] {
-			in := fmt.Sprintf("in %d files", len(row.Files))
-			if len(row.Files) == 1 {
-				in = "in " + row.Files[0]
-			}
-			p("  %-28s %3d %s %s\n", row.Name, row.Count, list.unit, in)
-		}
-	}
-
-	p("\nIssue 36's goals:\n")
-	for _, g := range r.Goals {
-		met := "not yet"
-		if g.Met {
-			met = "met"
-		}
-		p("  %-40s %3d (at most %d): %s\n", g.What, g.Now, g.Max, met)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// mostFirst sorts rows by count, most first, then by name.
-func mostFirst(rows []countInFiles) []countInFiles {
-	slices.SortFunc(rows, func(a, b countInFiles) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Name, b.Name))
-	})
-	return rows
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
+	slices.SortFunc(long, func(a, b fileLines) int { return cmp.Compare(b.Lines, a.Lines) })
+	return long, nil
 }

@@ -24,10 +24,8 @@ import (
 // call is the state of one RoundTrip.
 type call struct {
 	t       *Transport
-	req     *http.Request // the caller's request, never modified
-	ctx     context.Context
-	key     string
-	ec      engine.Call    // the call as the engine sees it: its key, route and cost, its attempt's permits
+	req     *http.Request  // the caller's request, never modified
+	ec      engine.Call    // the call as the engine sees it: its context, key, route and cost, its attempt's permits
 	attempt int            // the attempt being made, 1-based
 	resent  int            // the times a layer above sent the request before (ResendCount); -1 until read
 	held    int            // retry cost held by the attempt in flight, refunded if it succeeds
@@ -134,7 +132,7 @@ func (c *call) run() (*http.Response, error) {
 			t.budget.Refund(c.held)
 			return nil, err
 		}
-		send = c.req.Clone(context.WithValue(c.ctx, resendKey{}, c.resends()+c.attempt))
+		send = c.req.Clone(context.WithValue(c.ec.Ctx, resendKey{}, c.resends()+c.attempt))
 		send.Body = body
 	}
 }
@@ -145,7 +143,7 @@ func (c *call) run() (*http.Response, error) {
 // before the context deadline.
 func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 	cfg := &c.t.cfg
-	if c.attempt >= cfg.maxAttempts || c.ctx.Err() != nil {
+	if c.attempt >= cfg.maxAttempts || c.ec.Ctx.Err() != nil {
 		return 0, false
 	}
 	if f.hasRetryAfter && f.retryAfter > cfg.maxRetryAfter {
@@ -162,7 +160,7 @@ func (c *call) retryDelay(f failure, now time.Time) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	if deadline, ok := c.ctx.Deadline(); ok && !now.Add(earliest).Before(deadline) {
+	if deadline, ok := c.ec.Ctx.Deadline(); ok && !now.Add(earliest).Before(deadline) {
 		return 0, false
 	}
 	return delay, true
@@ -189,7 +187,7 @@ func (c *call) abandon() {
 // event or a retry.
 func (c *call) resends() int {
 	if c.resent < 0 {
-		c.resent = ResendCount(c.ctx)
+		c.resent = ResendCount(c.ec.Ctx)
 	}
 	return c.resent
 }
@@ -200,7 +198,7 @@ func (c *call) attempted(resp *http.Response, err error, throttled bool) {
 	if h == nil {
 		return
 	}
-	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Throttled: throttled}
+	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Err: err, Throttled: throttled}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}
@@ -209,7 +207,7 @@ func (c *call) attempted(resp *http.Response, err error, throttled bool) {
 
 // event returns an Event about the current attempt.
 func (c *call) event(resp *http.Response, err error) Event {
-	e := Event{Request: c.req, Key: c.key, Attempt: c.resends() + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
+	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}
@@ -242,12 +240,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // cost adds to it), and what the engine knows of it. It returns the
 // error of the call's Estimator, if any.
 func (c *call) init(t *Transport, req *http.Request) error {
-	c.t, c.req, c.ctx, c.key, c.resent = t, req, req.Context(), t.cfg.key(req), -1
+	c.t, c.req, c.resent = t, req, -1
+	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = req.Context(), t.cfg.maxRetryAfter, (*edge)(t)
+	c.ec.Who.Key, c.ec.Who.Edge = t.cfg.key(req), req
 	if err := c.estimateCost(); err != nil {
 		return err
 	}
-	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = c.ctx, t.cfg.maxRetryAfter, (*edge)(t)
-	c.ec.Who.Key, c.ec.Who.Edge = c.key, req
 	if req.URL != nil {
 		c.ec.Host, c.ec.Route = req.URL.Host, req.URL.Path
 		if t.cfg.crawlDelay { // robots.txt is scoped by scheme and host (RFC 9309)
@@ -270,9 +268,9 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	t := c.t
 	if err != nil {
 		unprocessed := Unprocessed(err)
-		t.eng.Judge(&c.ec, &engine.Answer{Now: now, Failed: true, Unprocessed: unprocessed, GaveUp: c.ctx.Err() != nil})
+		t.eng.Judge(&c.ec, &engine.Answer{Now: now, Failed: true, Unprocessed: unprocessed, GaveUp: c.ec.Ctx.Err() != nil})
 		c.attempted(nil, err, false)
-		if c.ctx.Err() != nil {
+		if c.ec.Ctx.Err() != nil {
 			return failure{}, false // the caller gave up: nothing was learnt
 		}
 		retry, timeout := retryableError(err)
@@ -329,7 +327,7 @@ func (c *call) releaseSlotAfter(resp *http.Response) {
 // WithCost Estimator, and adds the Estimator's scope to its key. It
 // returns the Estimator's error, wrapped.
 func (c *call) estimateCost() error {
-	stated, ok := c.ctx.Value(costKey{}).(Cost)
+	stated, ok := c.ec.Ctx.Value(costKey{}).(Cost)
 	est := c.t.cfg.estimate
 	if !ok && est == nil && !c.t.cfg.costs {
 		return nil
@@ -341,16 +339,15 @@ func (c *call) estimateCost() error {
 	if est != nil {
 		cost, scope, err := est(c.req, c.estimateBody())
 		if err != nil {
-			return fmt.Errorf("polite: estimating the cost of a request to %q: %w", c.key, err)
+			return fmt.Errorf("polite: estimating the cost of a request to %q: %w", c.ec.Who.Key, err)
 		}
 		if !ok {
 			c.ec.Cost = costOf(cost)
 		}
 		if scope != "" {
-			c.key += "|" + scope
+			c.ec.Who.Key += "|" + scope
 		}
 	}
-	c.ec.Costly = !c.ec.Cost.Zero()
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 // it, and ignores an older one. A remembered pause is kept to its end
 // whatever its age (at most an hour after it was asked for, as the
 // Transport keeps any server pause).
-const MemoryMaxAge = 24 * time.Hour
+const MemoryMaxAge = memfile.MaxAge
 
 // Memory keeps what a Transport learnt of its keys' servers, so that a
 // Transport made later, after a restart or in another process, starts

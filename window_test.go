@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/internal/proptest"
 )
 
 // WithWindow(100, time.Minute), 16 callers for 10 minutes: never 101
@@ -42,7 +43,7 @@ func TestWindowNeverAllowsOneMore(t *testing.T) {
 		times := slices.Clone(next.times)
 		next.mu.Unlock()
 		require.NotEmpty(t, times)
-		assert.LessOrEqual(t, polite.MaxInWindow(times, time.Minute), 100)
+		assert.LessOrEqual(t, proptest.MaxInWindow(times, time.Minute), 100)
 		used := float64(len(times)) / (10 * 100)
 		t.Logf("10 minutes of WithWindow(100, time.Minute): %d requests, %.3f of the quota", len(times), used)
 		assert.GreaterOrEqual(t, used, 0.98)

@@ -2,7 +2,6 @@ package control
 
 import (
 	"math"
-	"sync"
 	"time"
 )
 
@@ -24,12 +23,8 @@ const (
 // AIMD is polite's AdaptiveAIMD mode. It is safe for concurrent use.
 // Create it with [NewAIMD], or Init one in place.
 type AIMD struct {
-	plain
+	plain // the rate, and the lock that guards the fields below
 
-	// mu guards the fields below.
-	mu           sync.Mutex
-	enabled      bool
-	rate         float64
 	peak         float64 // the rate before the last decrease
 	responses    meter
 	last         time.Time // the last update
@@ -82,13 +77,6 @@ func (a *AIMD) update(now time.Time, throttled bool) (float64, int, bool) {
 	return a.rate, max(int(a.rate), 1), a.enabled
 }
 
-// Rate returns the rate to send at, in requests per second.
-func (a *AIMD) Rate() float64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.rate
-}
-
 // ServerLimit returns the rate before the last decrease; 0 before the
 // first throttle.
 func (a *AIMD) ServerLimit() float64 {
@@ -98,14 +86,6 @@ func (a *AIMD) ServerLimit() float64 {
 		return 0
 	}
 	return math.Max(a.peak, a.rate)
-}
-
-// Enabled reports whether the rate applies: true from the first throttle
-// on.
-func (a *AIMD) Enabled() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.enabled
 }
 
 // Estimate returns 0: AIMD's status shows no estimate of the limit.

@@ -12,6 +12,7 @@ package control
 
 import (
 	"math"
+	"sync"
 	"time"
 )
 
@@ -112,25 +113,45 @@ type Known struct {
 	Stood  uint32
 }
 
-// plain gives a controller the methods of one that tells no attempts
-// apart, times no round trips, opens no first contact, grows only with
-// outcomes, and remembers nothing: Cubic and AIMD.
-type plain struct{}
+// plain is what Cubic and AIMD share: the methods of a controller that
+// tells no attempts apart, times no round trips, opens no first contact,
+// grows only with outcomes, and remembers nothing; and the state that
+// says the rate, with its lock.
+type plain struct {
+	mu      sync.Mutex // guards the fields below and those of the controller
+	enabled bool       // whether the rate applies: from the first throttle on
+	rate    float64    // the rate to send at, in requests per second
+}
+
+// Rate returns the rate to send at, in requests per second.
+func (p *plain) Rate() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rate
+}
+
+// Enabled reports whether the rate applies: true from the first throttle
+// on.
+func (p *plain) Enabled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.enabled
+}
 
 // Sending returns NoMark.
-func (plain) Sending() Mark { return NoMark }
+func (*plain) Sending() Mark { return NoMark }
 
 // Timed reports false.
-func (plain) Timed() bool { return false }
+func (*plain) Timed() bool { return false }
 
 // StartRate reports false.
-func (plain) StartRate(time.Time) (float64, int, bool) { return 0, 0, false }
+func (*plain) StartRate(time.Time) (float64, int, bool) { return 0, 0, false }
 
 // Grown reports false.
-func (plain) Grown(time.Time) (float64, bool) { return 0, false }
+func (*plain) Grown(time.Time) (float64, bool) { return 0, false }
 
 // Recall reports false.
-func (plain) Recall(time.Time, Recalled) (float64, bool) { return 0, false }
+func (*plain) Recall(time.Time, Recalled) (float64, bool) { return 0, false }
 
 // Known returns nothing.
-func (plain) Known(time.Time) Known { return Known{} }
+func (*plain) Known(time.Time) Known { return Known{} }

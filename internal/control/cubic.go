@@ -2,7 +2,6 @@ package control
 
 import (
 	"math"
-	"sync"
 	"time"
 )
 
@@ -31,12 +30,8 @@ const (
 // controller ([Gentle]) is measured against. A Cubic is safe for concurrent
 // use. Create it with [NewCubic], or Init one in place.
 type Cubic struct {
-	plain
+	plain // the fill rate, and the lock that guards the fields below
 
-	// mu guards the fields below.
-	mu           sync.Mutex
-	enabled      bool
-	fillRate     float64 // the rate to send at
 	capacity     float64 // the token bucket's capacity
 	responses    meter   // the rate of responses
 	wMax         float64 // the rate at the last throttle
@@ -75,7 +70,7 @@ func (c *Cubic) update(now time.Time, throttled bool) (float64, int, bool) {
 	if throttled {
 		rate := measured
 		if c.enabled {
-			rate = math.Min(measured, c.fillRate)
+			rate = math.Min(measured, c.rate)
 		}
 		c.wMax = rate
 		c.lastThrottle = now
@@ -85,16 +80,9 @@ func (c *Cubic) update(now time.Time, throttled bool) (float64, int, bool) {
 		calculated = cubicCurve(now.Sub(c.lastThrottle).Seconds(), c.wMax)
 	}
 	rate := math.Min(calculated, 2*measured)
-	c.fillRate = math.Max(rate, cubicMinFillRate)
+	c.rate = math.Max(rate, cubicMinFillRate)
 	c.capacity = math.Max(rate, 1)
-	return c.fillRate, int(c.capacity), c.enabled
-}
-
-// Rate returns the fill rate of the send bucket, in requests per second.
-func (c *Cubic) Rate() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fillRate
+	return c.rate, int(c.capacity), c.enabled
 }
 
 // ServerLimit returns W_max, the rate at the last throttle; 0 before the
@@ -121,14 +109,6 @@ func (c *Cubic) MeasuredRate() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.responses.rate
-}
-
-// Enabled reports whether the rate applies: true from the first throttle
-// on.
-func (c *Cubic) Enabled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.enabled
 }
 
 // cubicCurve is the CUBIC rate t seconds after a throttle at wMax:

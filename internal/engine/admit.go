@@ -87,13 +87,13 @@ func (e *Engine) admitSite(c *Call) error {
 func (e *Engine) fetchRobots(c *Call) (delay time.Duration, offLimits, err error) {
 	if e.cfg.MaxInFlight > 0 {
 		if k := c.state(e); k != nil {
-			slots := part(k, slotsPart, newOf[pace.Slots]())
-			waited, err := slots.Take(&c.Waiter, e.cfg.MaxInFlight)
-			if err == nil {
-				defer slots.Release()
-			}
-			c.Tell(waited, gate.Slot, false) // a slot's wait has no known length: told once over
-			if err != nil {
+			var slot *pace.Slots
+			defer func() {
+				if slot != nil {
+					slot.Release()
+				}
+			}()
+			if err := e.takeSlot(c, k, &slot); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -135,7 +135,7 @@ func (e *Engine) admitQuotas(c *Call) error {
 		}
 		c.quota = q
 	}
-	if !c.Costed || !c.Costly {
+	if !c.costly() {
 		return nil
 	}
 	now := time.Now()
@@ -153,17 +153,25 @@ func (e *Engine) admitQuotas(c *Call) error {
 }
 
 // admitSlot is the gate of the key's requests in flight: it returns when
-// the attempt holds one of the key's slots, as long as its context allows
-// (how long a slot takes to free is not known in advance).
+// the attempt holds one of the key's slots (c.slot).
 func (e *Engine) admitSlot(c *Call) error {
 	k := c.state(e)
 	if k == nil {
 		return nil
 	}
+	return e.takeSlot(c, k, &c.slot)
+}
+
+// takeSlot takes one of k's slots for c, waiting as long as c's context
+// allows (how long a slot takes to free is not known in advance), and
+// tells the wait. It sets *held to the slots it took one of before it
+// tells the wait, which runs the edge's hooks: whoever holds *held gives
+// the slot back.
+func (e *Engine) takeSlot(c *Call, k *Key, held **pace.Slots) error {
 	slots := part(k, slotsPart, newOf[pace.Slots]())
 	waited, err := slots.Take(&c.Waiter, e.cfg.MaxInFlight)
 	if err == nil {
-		c.slot = slots // held before the wait is told, which runs the edge's hooks
+		*held = slots
 	}
 	c.Tell(waited, gate.Slot, false) // a slot's wait has no known length: told once over
 	return err

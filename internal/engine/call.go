@@ -25,11 +25,10 @@ type Call struct {
 	Host  string // the server's host: the buckets it names are its own
 	Route string // the request's route (its path): a named bucket counts the routes it was named for
 	Site  string // the key of the host's robots.txt (scheme://host), under CrawlDelay
-	// Cost is what the call costs besides its requests; Costly reports it
-	// is not zero, and Costed that the call counts costs at all (one was
-	// stated, or the edge estimates or configures them).
+	// Cost is what the call costs besides its requests, and Costed that
+	// the call counts costs at all (one was stated, or the edge estimates
+	// or configures them).
 	Cost   units.Vec
-	Costly bool
 	Costed bool
 
 	k       *Key               // the key's state, once it has one; held until Release
@@ -52,6 +51,9 @@ type Call struct {
 	sentAt   time.Time    // when it was sent, if its key's controller times round trips
 	costSent quota.Mark   // the moment of the key's cost ledger, if it took no cost
 }
+
+// costly reports whether the call counts costs and costs something.
+func (c *Call) costly() bool { return c.Costed && !c.Cost.Zero() }
 
 // Release ends the call's hold on its key's state; the edge calls it once
 // the call is over (a slot its response's body holds keeps the key on its

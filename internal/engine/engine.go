@@ -3,7 +3,7 @@
 // each a mechanism of its own package that owns its state and its lock and
 // waits through package gate; it holds what each gate gave the attempt
 // (its permits) until the attempt is sent, answered or dropped
-// (attempt.go); and it learns from each answer (judge.go). It knows
+// (call.go); and it learns from each answer (judge.go). It knows
 // nothing of HTTP: polite's Transport is one edge that drives it, turning
 // requests and responses into its terms.
 package engine
@@ -96,9 +96,6 @@ func (e *Engine) Keep(sh *registry.Shard[Key], key string, k *Key, now time.Time
 	e.keys.Keep(sh, key, k, now, rotated)
 }
 
-// Len returns how many keys the engine holds state for.
-func (e *Engine) Len() int { return e.keys.Len() }
-
 // Keys returns the engine's table of keys, for a walk over them (see
 // Status) or a test that looks inside it.
 func (e *Engine) Keys() *registry.Table[Key] { return &e.keys }
@@ -107,19 +104,8 @@ func (e *Engine) Keys() *registry.Table[Key] { return &e.keys }
 // inside it; nil without CrawlDelay.
 func (e *Engine) Sites() *registry.Table[robots.Site] { return e.sites }
 
-// Kind returns the kind of the keys' controllers.
-func (e *Engine) Kind() control.Kind { return e.cfg.Kind }
-
 // Controller returns k's controller; nil under KindOff.
 func (e *Engine) Controller(k *Key) control.Controller { return k.controller(e.cfg.Kind) }
-
-// MemoryMaxAge is how long a limit a Memory holds is trusted (polite's
-// MemoryMaxAge).
-const MemoryMaxAge = 24 * time.Hour
-
-// memorySkew is how far in the future a remembered instant may be before
-// the record is taken for broken (a clock set wrong, a hostile file).
-const memorySkew = time.Minute
 
 // A Memory keeps what the engine learnt of its keys' servers (polite's
 // Memory, whose Remembered has the fields of a memfile.Record, one for

@@ -69,7 +69,7 @@ func (e *Engine) book(c *Call, key string, k *Key, r fleetapi.Request) error {
 			return err
 		}
 		r.Accepted = nil // told with the first booking
-		if key != globalKey && c.Costed && c.Costly {
+		if key != globalKey && c.costly() {
 			if c.booked {
 				// Taken at a slot the send did not go at: the fleet's
 				// buckets would count them twice.
@@ -245,7 +245,7 @@ func (e *Engine) fleetRate(c *Call) (float64, int) {
 // fleetCosts returns what the fleet books of the call's cost with its
 // send, after checking that it is not too large; nil if nothing.
 func (e *Engine) fleetCosts(c *Call, k *Key) ([]fleetapi.Cost, error) {
-	if !c.Costed || !c.Costly {
+	if !c.costly() {
 		return nil, nil
 	}
 	c.booked = false

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -20,7 +21,7 @@ import (
 // 224 bytes (the default controller lives inside it).
 type Key struct {
 	pace  pace.Bucket
-	calls atomic.Int32          // calls holding the key (see Registry.Lookup): while one does, it is not forgotten
+	calls atomic.Int32          // calls holding the key (see Engine.Lookup): while one does, it is not forgotten
 	parts atomic.Pointer[parts] // what few keys need; nil until needed
 	ctl   control.Cell          // the key's controller, if Gentle
 }
@@ -196,22 +197,13 @@ func (k *Key) quotas() (qs []*quota.Quota, own bool) {
 	if r := p.routes.Load(); r != nil {
 		r.mu.Lock()
 		for _, q := range r.m {
-			if !contains(qs, q) {
+			if !slices.Contains(qs, q) {
 				qs = append(qs, q)
 			}
 		}
 		r.mu.Unlock()
 	}
 	return qs, own
-}
-
-func contains[T comparable](s []T, v T) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // memo is what a key last told its Memory, or was recalled from it.

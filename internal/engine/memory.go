@@ -15,7 +15,7 @@ import (
 func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 	n := now.UnixNano()
 	at := r.At.UnixNano()
-	if r.At.IsZero() || at > n+int64(memorySkew) {
+	if r.At.IsZero() || at > n+int64(memfile.MaxSkew) {
 		return // when it was learnt is unknown, or not yet: a broken record
 	}
 	if until := r.PausedUntil.UnixNano(); !r.PausedUntil.IsZero() && until > n {
@@ -25,7 +25,7 @@ func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 		part(k, memoPart, newOf[memo]()).paused = until
 	}
 	limit := r.Limit
-	if n-at > int64(MemoryMaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
+	if n-at > int64(memfile.MaxAge) || !(limit > 0) || math.IsInf(limit, 0) {
 		return
 	}
 	limit = min(max(limit, control.MinRate), control.MaxRate)
@@ -47,7 +47,7 @@ func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 	}
 	var stood time.Duration
 	if !r.Since.IsZero() && !r.Stated {
-		stood = min(max(r.At.Sub(r.Since), 0), MemoryMaxAge)
+		stood = min(max(r.At.Sub(r.Since), 0), memfile.MaxAge)
 	}
 	start, ok := ctl.Recall(now, control.Recalled{Limit: limit, Stated: r.Stated, Stood: stood})
 	if !ok {

@@ -304,7 +304,7 @@ func parseLine(line []byte, n int64) (string, entry, error) {
 	}
 	// No pause is kept longer than maxPause from when it was asked for,
 	// which was before now.
-	if e.at > n+int64(memorySkew) || e.paused > n+int64(maxPause) {
+	if e.at > n+int64(MaxSkew) || e.paused > n+int64(maxPause) {
 		return "", entry{}, errors.New("out of range")
 	}
 	return key, e, nil
@@ -480,11 +480,12 @@ func (m *Store) pruneLocked(keep int) {
 	}
 }
 
-// The bounds a memory file's records are held to.
-const (
-	maxPause   = gate.MaxPause // no pause is kept longer
-	memorySkew = time.Minute   // how far in the future an instant may be
-)
+// maxPause bounds a remembered pause: no pause is kept longer.
+const maxPause = gate.MaxPause
+
+// MaxSkew is how far in the future a remembered instant may be before its
+// record is taken for broken (a clock set wrong, a hostile file).
+const MaxSkew = time.Minute
 
 // isBucketKey reports whether key is of the form polite once gave the
 // buckets servers name, which no request key takes.

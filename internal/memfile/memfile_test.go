@@ -37,7 +37,7 @@ func FuzzMemoryFile(f *testing.F) {
 		var all []keyedEntry
 		for k, e := range known {
 			if k == "" || !(e.limit >= 0) || math.IsInf(e.limit, 0) || e.limit > control.MaxRate ||
-				e.at > n+int64(memorySkew) || e.paused > n+int64(maxPause) || e.window < 0 || !e.matters(n) {
+				e.at > n+int64(MaxSkew) || e.paused > n+int64(maxPause) || e.window < 0 || !e.matters(n) {
 				t.Fatalf("%q: %+v kept", k, e)
 			}
 			all = append(all, keyedEntry{k, e})

@@ -49,7 +49,7 @@ func TestPropertyWindow(t *testing.T) {
 				sent, lastAt = append(sent, again), again
 			},
 			"": func(t *rapid.T) {
-				if got := maxInWindow(slices.Clone(sent), per); got > n {
+				if got := proptest.MaxInWindow(slices.Clone(sent), per); got > n {
 					t.Fatalf("%d sends in an interval of %v, at most %d: %v", got, per, n, sent)
 				}
 				if w.total < 0 || len(w.entries) > windowSlices+1 {

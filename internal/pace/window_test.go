@@ -6,22 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/politehttp/polite/internal/proptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// maxInWindow returns the most instants of sorted that lie in one
-// half-open interval (t-per, t].
-func maxInWindow(sorted []time.Time, per time.Duration) int {
-	most, lo := 0, 0
-	for hi, t := range sorted {
-		for !sorted[lo].After(t.Add(-per)) {
-			lo++
-		}
-		most = max(most, hi-lo+1)
-	}
-	return most
-}
 
 // Random arrivals, bursts and cancellations, for many n and per: the log
 // never books n+1 sends into one interval of per, never books earlier than
@@ -56,7 +44,7 @@ func TestWindowLogNeverAllowsOneMore(t *testing.T) {
 			require.LessOrEqual(t, len(w.entries), windowSlices+1)
 		}
 		require.True(t, slices.IsSortedFunc(booked, func(a, b time.Time) int { return a.Compare(b) }))
-		assert.LessOrEqual(t, maxInWindow(booked, tc.per), tc.n, "n=%d per=%v", tc.n, tc.per)
+		assert.LessOrEqual(t, proptest.MaxInWindow(booked, tc.per), tc.n, "n=%d per=%v", tc.n, tc.per)
 
 		// Late by at most per/windowSlices: the exact log books the next
 		// send no earlier than the merged one, and no later than that.

@@ -1,5 +1,6 @@
 // Package proptest holds what the property tests of polite's packages
-// share: the instant their clocks start at, and how far they move on.
+// share: the instant their clocks start at, how far they move on, and how
+// many instants one window holds.
 package proptest
 
 import (
@@ -21,4 +22,17 @@ func DrawGap(t *rapid.T, scale time.Duration) time.Duration {
 		rapid.Int64Range(int64(scale)/2, 3*int64(scale)),
 		rapid.Int64Range(0, int64(1000*time.Hour)),
 	).Draw(t, "gap"))
+}
+
+// MaxInWindow returns the most instants of sorted (in order) that lie in
+// one half-open interval (t-per, t].
+func MaxInWindow(sorted []time.Time, per time.Duration) int {
+	most, lo := 0, 0
+	for hi, t := range sorted {
+		for !sorted[lo].After(t.Add(-per)) {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
 }

@@ -277,8 +277,10 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 		return failure{timeout: timeout, unsent: unprocessed}, retry
 	}
 	code := resp.StatusCode
-	a := engine.Answer{Now: now, Outcome: control.OK, Signals: headers.Parse(resp.Header, now)}
+	var a engine.Answer // read into, not copied: it is large, and on every response's path
+	a.Now, a.Outcome = now, control.OK
 	s := &a.Signals
+	headers.ParseInto(s, resp.Header, now)
 	spent := s.HasQuota && s.Quota.Remaining < 1
 	throttled := code == http.StatusTooManyRequests ||
 		(code == http.StatusServiceUnavailable && s.HasRetryAfter) ||

@@ -74,10 +74,11 @@ func (e *Engine) admit(c *Call) error {
 // admitSite is the robots gate: the host's robots.txt, fetched through
 // the edge (Config.FetchRobots) by the first attempt that needs it.
 func (e *Engine) admitSite(c *Call) error {
+	now := time.Now()
 	if c.site == nil { // a retry has it already
-		c.site = e.sites.Use(c.Site, time.Now())
+		c.site = e.sites.Use(c.Site, now)
 	}
-	return c.site.Admit(&c.Waiter, func() (time.Duration, error, error) { return e.fetchRobots(c) })
+	return c.site.Admit(&c.Waiter, now, func() (time.Duration, error, error) { return e.fetchRobots(c) })
 }
 
 // fetchRobots fetches robots.txt for the call through the edge. The fetch

@@ -138,6 +138,14 @@ func (r *reading) skew(now time.Time) (time.Duration, bool) {
 // copy of it. Parse is a pure function of h and
 // now.
 func Parse(h http.Header, now time.Time) signals.Signals {
+	var s signals.Signals
+	ParseInto(&s, h, now)
+	return s
+}
+
+// ParseInto is Parse into *s, which it overwrites: on the path of every
+// response, the signals are read where they are kept, not copied there.
+func ParseInto(s *signals.Signals, h http.Header, now time.Time) {
 	var r reading
 	for name, values := range h {
 		if len(values) == 0 {
@@ -150,9 +158,10 @@ func Parse(h http.Header, now time.Time) signals.Signals {
 		r.any = r.any || took && name != "Date" && name != "Age"
 	}
 	if !r.any {
-		return signals.Signals{}
+		*s = signals.Signals{}
+		return
 	}
-	return r.signals(now)
+	*s = r.signals(now)
 }
 
 // IsHeader reports whether [Parse] reads the header field

@@ -37,16 +37,16 @@ func (s *Site) Busy(now int64) bool {
 // context's cause, when the caller gave up.
 type Fetch func() (delay time.Duration, offLimits, err error)
 
-// Admit makes sure the host's robots.txt is known, fetching it with fetch
-// if it is not (one attempt fetches; the others wait for it), and refuses
+// Admit makes sure the host's robots.txt is known at now, fetching it
+// with fetch if it is not (one attempt fetches; the others wait for it,
+// and read the clock again once it is over), and refuses
 // the attempt if robots.txt is unreachable: it tells w's Listener and
 // returns the error fetch made. If the attempt's fetch ended with no
 // answer (the caller gave up, or a panic), the site is left as it was, for
 // another attempt to fetch: the attempts waiting never wait for a fetch
 // that is over.
-func (s *Site) Admit(w *gate.Waiter, fetch Fetch) error {
-	for {
-		now := time.Now()
+func (s *Site) Admit(w *gate.Waiter, now time.Time, fetch Fetch) error {
+	for ; ; now = time.Now() {
 		s.mu.Lock()
 		switch n := now.UnixNano(); {
 		case s.expires > n:

@@ -135,32 +135,20 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 	case s.HasQuota:
 		q = k.ownQuota()
 	}
-	reading := &s.Quota // the answer's: the edge is done with it
-	if reading.Refill {
-		// A bucket that refills (OpenAI's, Anthropic's): its reset is when
-		// it is full again. Its limit over the window it refills in paces
-		// the key; what is left is not counted down to the reset, and once
-		// it is spent, a request may go again when one unit is back.
-		if w, ok := signals.RefillWindow(*reading, now, 0); ok && reading.Window == 0 {
-			reading.Window = w
-		}
-		if reading.Remaining < 1 {
-			reading.Reset = reading.Renewal(now)
-		} else {
-			reading.Reset = time.Time{}
-		}
-	}
+	reading := s.Quota
 	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
 	if s.HasQuota && (reading.Unit == "" || reading.Remaining < 1) {
-		stated = q.Sync(now, *reading)
+		stated = q.Sync(now, reading)
 		if e.cfg.Fleet != nil && (s.Bucket == "" || s.Global) {
 			fleetUntil = q.SpentUntil() // spent until its reset: for the whole fleet
 		}
 	}
 	if s.HasQuota && reading.Remaining < 1 && !reading.Reset.IsZero() {
-		until := now.Add(gate.MaxPause) // a reset far ahead holds no longer than a pause
-		if reading.Reset.Before(until) {
-			until = reading.Reset
+		// Spent: held until it renews (a bucket that refills, until one
+		// unit is back), and a reset far ahead no longer than a pause.
+		until := now.Add(gate.MaxPause)
+		if renewal := reading.Renewal(now); renewal.Before(until) {
+			until = renewal
 		}
 		e.pin(c, s.Bucket, until)
 	}

@@ -16,10 +16,6 @@ import (
 // answers show: LLM APIs count their tokens a minute.
 const defaultCostWindow = time.Minute
 
-// costSnap is how far a reading of a window may be from the window learnt
-// before it replaces it.
-const costSnap = 0.15
-
 // Costs is what a key knows of the quotas its server keeps in units
 // other than requests: one bucket a unit, the requests waiting for their
 // costs, and a ledger of what the key's requests took and gave back lately.
@@ -39,16 +35,14 @@ type Costs struct {
 	probing bool // a request whose cost counts in a unit of unknown limit is out, before any response came back
 }
 
-// costBucket is the bucket of one unit.
+// costBucket is the bucket of one unit: the quota's picture, and what the
+// bucket holds by the key's count. A limit of 0 (unknown) holds no
+// request; a window of 0 refills the limit in defaultCostWindow.
 type costBucket struct {
-	limit    float64       // the server's limit, the bucket's capacity; 0 if unknown: the unit holds no request
-	known    bool          // limit was stated, by the server or WithQuota, rather than guessed
-	per      time.Duration // the bucket refills limit every per; 0: defaultCostWindow
-	learnt   bool          // per was stated by the server or learnt from its answers
-	windowed bool          // the quota renews whole at resetAt, rather than refilling
-	level    float64       // what the bucket holds, as of at; below 0: owed
-	at       time.Time
-	resetAt  time.Time // when a windowed quota renews; zero if not known
+	picture
+	level   float64 // what the bucket holds, as of at; below 0: owed
+	at      time.Time
+	resetAt time.Time // when a quota renewed whole renews; zero if not known
 }
 
 // Hold is the cost an attempt took, until it is settled or given back.
@@ -74,7 +68,7 @@ func NewCosts(configured *[units.N]Configured, now time.Time) *Costs {
 	cs := &Costs{}
 	for u, q := range configured {
 		if q.Limit > 0 {
-			cs.units[u] = costBucket{limit: q.Limit, known: true, per: q.Per, level: q.Limit, at: now}
+			cs.units[u] = costBucket{picture: picture{limit: q.Limit, known: true, window: q.Per, refills: true}, level: q.Limit, at: now}
 		}
 	}
 	return cs
@@ -83,10 +77,10 @@ func NewCosts(configured *[units.N]Configured, now time.Time) *Costs {
 // rate returns how many units a second b refills; 0 for a windowed quota
 // or an unknown limit.
 func (b *costBucket) rate() float64 {
-	if b.limit <= 0 || b.windowed {
+	if b.limit <= 0 || !b.refills {
 		return 0
 	}
-	return b.limit / b.window().Seconds()
+	return b.limit / b.refillTime().Seconds()
 }
 
 // refill brings b's level up to now.
@@ -94,7 +88,7 @@ func (b *costBucket) refill(now time.Time) {
 	switch {
 	case b.limit <= 0 || !now.After(b.at):
 		return
-	case b.windowed:
+	case !b.refills:
 		if !b.resetAt.IsZero() && !now.Before(b.resetAt) {
 			b.level, b.resetAt = math.Max(b.level, b.limit), time.Time{}
 		}
@@ -110,7 +104,7 @@ func (b *costBucket) wait(now time.Time, need float64) time.Duration {
 	switch {
 	case b.limit <= 0 || b.level >= need:
 		return 0
-	case b.windowed:
+	case !b.refills:
 		if b.resetAt.IsZero() {
 			return -1
 		}
@@ -255,48 +249,25 @@ func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, earl
 	if q.Remaining < 0 || math.IsNaN(q.Remaining) || math.IsInf(q.Remaining, 0) {
 		return false, math.NaN()
 	}
-	switch {
-	case q.Limit > 0:
-		b.limit, b.known = q.Limit, true
-	case !b.known:
-		// Only what is left is stated (Azure): the limit is at least that
-		// and what the answered request took.
-		b.limit = math.Max(b.limit, q.Remaining+own)
-	}
+	lag := max(now.Sub(sent), 0)
+	b.read(now, q, own, lag)
 	if b.limit <= 0 {
 		return false, math.NaN()
-	}
-	if q.Window > 0 {
-		b.per, b.learnt = q.Window, true
 	}
 	if b.at.IsZero() {
 		b.level, b.at = b.limit, now
 	}
 	b.refill(now)
-	var slack float64 // how far below the server's count q.Remaining may be
-	if q.Remaining == math.Trunc(q.Remaining/1000)*1000 && b.limit >= 10000 {
-		slack = 500 // Anthropic's tokens: rounded to the nearest thousand
-	}
-	lag := max(now.Sub(sent), 0)
 	var base float64 // what the server had left, brought to now
 	if q.Refill {
-		b.windowed = false
-		// The reset is the time the bucket will be full again. Stated as
-		// a time from the answer (OpenAI's), it is read as it was meant;
-		// stated as an instant in whole seconds (Anthropic's), it is read
-		// against now, not the moment the server read the bucket, and a
-		// reading that came back late says too little of it.
-		if ahead := q.Reset.Sub(now); q.Slack == 0 || lag <= ahead/8 {
-			b.learn(q, now, slack)
-		}
 		base = math.Min(b.limit, q.Remaining+b.rate()*lag.Seconds())
 	} else {
-		b.windowed = true
 		if q.Reset.After(now) {
 			b.resetAt = q.Reset.Add(q.Slack)
 		}
 		base = q.Remaining
 	}
+	slack := b.rounded(q) // how far below the server's count q.Remaining may be
 	// A remaining rounded may be above the server's count as well as
 	// below: the level is kept at most at what it says.
 	lo, hi := base+since-early-slack, base+since+late
@@ -308,17 +279,6 @@ func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, earl
 		return true, hi
 	}
 	return false, hi
-}
-
-// learn learns how long b takes to refill from q, a response's reading of
-// a bucket that refills, at now (see refillWindow); a window learnt stands
-// unless a reading disagrees with it by far.
-func (b *costBucket) learn(q signals.Quota, now time.Time, slack float64) {
-	per, ok := signals.RefillWindow(q, now, slack)
-	if !ok || b.learnt && b.per > 0 && math.Abs(per.Seconds()/b.per.Seconds()-1) <= costSnap {
-		return
-	}
-	b.per, b.learnt = per, true
 }
 
 // wakeHeadLocked wakes the first waiting request, to see whether its cost
@@ -340,7 +300,7 @@ func (cs *Costs) Busy(now int64) bool {
 	for u := range cs.units {
 		b := &cs.units[u]
 		b.refill(t)
-		if b.limit > 0 && b.level < b.limit && !(b.windowed && b.resetAt.IsZero()) {
+		if b.limit > 0 && b.level < b.limit && !(!b.refills && b.resetAt.IsZero()) {
 			return true
 		}
 	}
@@ -359,8 +319,8 @@ func (cs *Costs) Status(now time.Time) []Status {
 			continue
 		}
 		b.refill(now)
-		w := b.window()
-		if b.windowed {
+		w := b.refillTime()
+		if !b.refills {
 			w = 0
 		}
 		out = append(out, Status{Unit: units.Unit(u).String(), Limit: b.limit, Window: w, Left: b.level})
@@ -391,12 +351,12 @@ type Status struct {
 // its limit and the time it takes to refill are known (stated, learnt, or
 // configured), not guessed. A windowed quota, or one whose rate is not
 // known yet, is paced by each process from what the server says.
-func (b *costBucket) shared() bool { return b.limit > 0 && b.known && b.per > 0 && !b.windowed }
+func (b *costBucket) shared() bool { return b.limit > 0 && b.known && b.window > 0 && b.refills }
 
 // window returns the time b takes to refill its limit.
-func (b *costBucket) window() time.Duration {
-	if b.per <= 0 {
+func (b *costBucket) refillTime() time.Duration {
+	if b.window <= 0 {
 		return defaultCostWindow
 	}
-	return b.per
+	return b.window
 }

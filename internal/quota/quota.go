@@ -1,10 +1,12 @@
 // Package quota keeps polite's picture of the quotas a key's server
-// reports, in every unit it counts (requests; tokens, points, bytes), and
-// the gate that holds an attempt until the quotas it counts against let
-// it go: a quota in requests (Quota) spreads what is left of its window
-// over the time left and holds the attempts once it is spent; the quotas
-// in other units (Costs) hold an attempt until each holds its cost, first
-// come first served. Every response resyncs them.
+// reports, in every unit it counts (requests; tokens, points, bytes): one
+// picture a quota, read from every response by one method whatever its
+// unit. And it is the gate that holds an attempt until the quotas it
+// counts against let it go, by one of two pacing rules: a quota in
+// requests (Quota) spreads what is left of its window over the time left
+// and holds the attempts once it is spent; the quotas in other units
+// (Costs) hold an attempt until each holds its cost, first come first
+// served.
 package quota
 
 import (
@@ -35,13 +37,11 @@ const coarse = 4
 // or for every key whose server names the same bucket. Every response
 // resyncs it, and it paces requests by it:
 //
-//   - Its rate is the limit over the window: stated (a policy's w,
-//     X-Rate-Limit-Duration), or learnt from how the reset advances. A
-//     reset that stays put across responses ends a window, and when it
-//     moves on to the next one, the step is the window. The rate is a
-//     ceiling from then on, less Margin, whether the server counts
-//     in windows or refills a bucket; and it is what the key's controller
-//     takes for the server's limit.
+//   - Its rate is the limit over the window, as its picture holds them
+//     (stated, or learnt: see picture), once the server stated the
+//     limit. The rate is a ceiling from then on, less Margin, whether the
+//     server counts in windows or refills a bucket; and it is what the
+//     key's controller takes for the server's limit.
 //   - What is left until the reset is counted down when the reset is far
 //     against its rounding: a window, or a time to the reset, of at least
 //     coarse times its slack, or, the window unknown, a reset that
@@ -55,16 +55,10 @@ const coarse = 4
 //     it.
 type Quota struct {
 	// mu guards the fields below.
-	mu       sync.Mutex
-	limit    float64       // the server's limit per window; 0 if unknown
-	window   time.Duration // the window, stated or learnt; 0 if unknown
-	stated   bool          // the server stated the window
+	mu sync.Mutex
+	picture
 	rounding time.Duration // the rounding of the last reset stated (its slack)
-	last     time.Time     // the reset of the last response
-	put      bool          // last was stated by two responses in a row: it ends a window
-	windows  bool          // a reset was once put: the quota counts in windows, though the reset has moved since (a new window, or jitter in its rounding)
-	prev     time.Time     // the last reset before it that two responses in a row stated
-	far      bool          // last was once at least coarse times its slack ahead
+	far      bool          // the last reset was once at least coarse times its slack ahead
 	resetAt  time.Time     // when the quota renews, if what is left is counted down; zero if not
 	slack    time.Duration // how far from resetAt, either way, the renewal may come
 	left     float64       // requests that may still go before the renewal, if counted
@@ -79,13 +73,19 @@ type Quota struct {
 func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if quota.Limit > 0 {
-		q.limit = quota.Limit
+	if q.read(now, quota, 0, 0) {
+		q.far = false
 	}
-	if quota.Window > 0 {
-		q.window, q.stated = quota.Window, true
+	if quota.Refill {
+		// A bucket that refills (OpenAI's, Anthropic's): its limit over
+		// the time it refills in paces the key; what is left is not
+		// counted down to its reset (when it is full again), and once it
+		// is spent, a request may go again when one unit is back.
+		quota.Reset = time.Time{}
+		if quota.Remaining < 1 {
+			quota.Reset = quota.Renewal(now)
+		}
 	}
-	q.learn(quota.Reset)
 	q.rounding = quota.Slack
 	ahead := quota.Reset.Sub(now)
 	far := ahead >= coarse*quota.Slack
@@ -114,33 +114,10 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 	return q.rateLocked()
 }
 
-// learn learns the window from reset, the reset a response stated: the
-// step from a reset that two responses in a row stated to the next one
-// that two did. Resets that move with every response (a time to refill, a
-// constant "1") never stay put, and teach nothing; nor does one response
-// whose reset is off by the rounding of its Date. The shortest step is the
-// window: a window with no request in it, or a truncated reset, makes a
-// longer one. It requires q.mu held.
-func (q *Quota) learn(reset time.Time) {
-	switch {
-	case reset.IsZero() || q.put && reset.Equal(q.last):
-		return
-	case !reset.Equal(q.last):
-		q.last, q.put, q.far = reset, false, false
-		return
-	}
-	q.put, q.windows = true, true
-	if step := reset.Sub(q.prev); !q.prev.IsZero() && step > 0 && step <= gate.MaxPause && !q.stated &&
-		(q.window == 0 || step < q.window) {
-		q.window = step
-	}
-	q.prev = reset
-}
-
 // rateLocked returns the server's rate, its limit over its window; 0 if
 // unknown. It requires q.mu held.
 func (q *Quota) rateLocked() float64 {
-	if q.limit <= 0 || q.window <= 0 {
+	if !q.known || q.window <= 0 {
 		return 0
 	}
 	return q.limit / q.window.Seconds()
@@ -165,7 +142,7 @@ func (q *Quota) rateLocked() float64 {
 // its limit in the quality suite, against 0.90-0.91).
 func (q *Quota) paceLocked(kept bool) float64 {
 	rate := q.rateLocked()
-	if rate == 0 && q.limit > 0 && (q.put || kept && q.windows) && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
+	if rate == 0 && q.known && (q.put || kept && q.windows) && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
 		rate = q.limit / q.rounding.Seconds()
 	}
 	return rate * (1 - Margin)
@@ -290,12 +267,13 @@ func (q *Quota) SpentUntil() time.Time {
 	return q.resetAt
 }
 
-// StatedWindow returns the window the server stated for the quota; 0 if
-// it stated none.
+// StatedWindow returns the window the server stated for the quota, or
+// that a reading of its bucket showed; 0 if neither (unknown, or learnt
+// from how its resets advance).
 func (q *Quota) StatedWindow() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.stated {
+	if !q.learnt {
 		return 0
 	}
 	return q.window
@@ -355,7 +333,7 @@ func maxTime(a, b time.Time) time.Time {
 // server stated it after its first answer: its rate paces, until an
 // answer says what is left.
 func Remembered(limit float64, window time.Duration, stated bool) *Quota {
-	return &Quota{limit: limit * window.Seconds(), window: window, stated: stated}
+	return &Quota{picture: picture{limit: limit * window.Seconds(), known: true, window: window, stated: stated, learnt: stated}}
 }
 
 // Admit returns when the quota lets the attempt go: evenly paced while

@@ -168,7 +168,7 @@ func (cs *Costs) adjustsLocked(h *Hold, give units.Vec, atMost *units.Vec) []fle
 		if !b.shared() || give[u] == 0 && !bounded {
 			continue
 		}
-		adj := fleetapi.Adjust{Unit: units.Unit(u).String(), Limit: b.limit, Per: b.window(), GiveBack: give[u], Bounded: bounded}
+		adj := fleetapi.Adjust{Unit: units.Unit(u).String(), Limit: b.limit, Per: b.refillTime(), GiveBack: give[u], Bounded: bounded}
 		if bounded {
 			adj.AtMost = atMost[u]
 		}
@@ -192,7 +192,7 @@ func (cs *Costs) fleetCosts(cost units.Vec) []fleetapi.Cost {
 	var out []fleetapi.Cost
 	for u := range cs.units {
 		if b := &cs.units[u]; cost[u] > 0 && b.shared() {
-			out = append(out, fleetapi.Cost{Unit: units.Unit(u).String(), Amount: cost[u], Limit: b.limit, Per: b.window()})
+			out = append(out, fleetapi.Cost{Unit: units.Unit(u).String(), Amount: cost[u], Limit: b.limit, Per: b.refillTime()})
 		}
 	}
 	return out

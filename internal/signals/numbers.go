@@ -13,7 +13,7 @@ import (
 // MaxSeconds is the most seconds a time.Duration holds, in round terms.
 const MaxSeconds = float64(math.MaxInt64/int64(time.Second)) - 1
 
-// seconds converts non-negative seconds to a Duration, to the nearest
+// Seconds converts non-negative seconds to a Duration, to the nearest
 // nanosecond, refusing overflow.
 func Seconds(f float64) (time.Duration, bool) {
 	if !(f >= 0) || f > MaxSeconds {

@@ -536,3 +536,35 @@ func TestCostFirstContact(t *testing.T) {
 		assert.NotContains(t, sent, "/large")
 	})
 }
+
+// A response whose most constraining quota is one in tokens, spent, holds
+// the key's requests until one token is back, but its figures are the
+// tokens', not the requests': the key's limit stays the one the quota in
+// requests stated (500 a minute), however many tokens the server allows.
+func TestASpentQuotaInTokensLeavesTheRequestQuotaItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		requests := []string{"x-ratelimit-limit-requests", "500", "x-ratelimit-remaining-requests", "490",
+			"x-ratelimit-reset-requests", "1.2s"}
+		next := newStub(
+			status(http.StatusOK, append(requests, tokensQuota(100, 90, 3*time.Second)...)...),
+			status(http.StatusOK, append(requests, tokensQuota(100, 0, 30*time.Second)...)...),
+			status(http.StatusOK, append(requests, tokensQuota(100, 50, 15*time.Second)...)...),
+			status(http.StatusOK, append(requests, tokensQuota(100, 40, 18*time.Second)...)...),
+		)
+		tr := polite.New(next, polite.WithAdaptive(polite.AdaptiveOff))
+		limit := func() float64 {
+			for k := range tr.Keys() {
+				return k.Limit
+			}
+			return 0
+		}
+		for i := range 4 {
+			resp := fetch(t, tr, "http://llm.test/v1/chat/completions")
+			require.NoError(t, resp.Body.Close())
+			assert.InDelta(t, 500.0/60, limit(), 1e-9, "after response %d: the requests' limit, a second", i+1)
+		}
+		gaps := next.gaps()
+		assert.Equal(t, 30*time.Second/100, gaps[1], "the tokens spent: the next request waits for one token, 30 s for 100")
+		assert.InDelta(t, 60/(500*0.98), gaps[2].Seconds(), 1e-6, "then paced at the requests' rate, less the 2% margin")
+	})
+}

@@ -136,21 +136,34 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 		q = k.ownQuota()
 	}
 	reading := s.Quota
+	spent := s.HasQuota && reading.Remaining < 1
+	var renews time.Time // when a spent quota renews, held no longer than a pause
+	if spent && !reading.Reset.IsZero() {
+		renews = now.Add(gate.MaxPause)
+		if r := reading.Renewal(now); r.Before(renews) {
+			renews = r // a bucket that refills: when one unit is back
+		}
+	}
 	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
-	if s.HasQuota && (reading.Unit == "" || reading.Remaining < 1) {
-		stated = q.Sync(now, reading)
+	if s.HasQuota && (reading.Unit == "" || spent) {
+		if reading.Unit == "" {
+			stated = q.Sync(now, reading)
+		} else {
+			// Spent in another unit (tokens, points): no request goes
+			// until it renews (without a reset ahead, for a hint's
+			// while), but its figures are not the requests'.
+			hold := renews
+			if !hold.After(now) {
+				hold = now.Add(quota.Hint)
+			}
+			q.Exhaust(hold)
+		}
 		if e.cfg.Fleet != nil && (s.Bucket == "" || s.Global) {
 			fleetUntil = q.SpentUntil() // spent until its reset: for the whole fleet
 		}
 	}
-	if s.HasQuota && reading.Remaining < 1 && !reading.Reset.IsZero() {
-		// Spent: held until it renews (a bucket that refills, until one
-		// unit is back), and a reset far ahead no longer than a pause.
-		until := now.Add(gate.MaxPause)
-		if renewal := reading.Renewal(now); renewal.Before(until) {
-			until = renewal
-		}
-		e.pin(c, s.Bucket, until)
+	if !renews.IsZero() {
+		e.pin(c, s.Bucket, renews)
 	}
 	// A Retry-After of a second or less, counted in whole seconds, says no
 	// more than "slow down": servers round up to the second what is often a

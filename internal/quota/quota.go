@@ -23,10 +23,10 @@ import (
 // network.
 const Margin = 0.02
 
-// hint is how long a key waits when its server reports its quota
+// Hint is how long a key waits when its server reports its quota
 // spent without a usable reset time (none, or one already past): a hint to
 // slow down, never a licence to hammer.
-const hint = time.Second
+const Hint = time.Second
 
 // coarse is how many times the slack of its reset a time must be for
 // the reset to be counted down to: shorter than that, the rounding of the
@@ -81,9 +81,10 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 		// the time it refills in paces the key; what is left is not
 		// counted down to its reset (when it is full again), and once it
 		// is spent, a request may go again when one unit is back.
-		quota.Reset = time.Time{}
 		if quota.Remaining < 1 {
 			quota.Reset = quota.Renewal(now)
+		} else {
+			quota.Reset = time.Time{}
 		}
 	}
 	q.rounding = quota.Slack
@@ -107,7 +108,7 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 		// the reset's slack.
 		q.resetAt, q.slack, q.left = quota.Reset.Add(quota.Slack), 0, 0
 	case quota.Remaining < 1:
-		q.resetAt, q.slack, q.left = now.Add(hint), 0, 0
+		q.resetAt, q.slack, q.left = now.Add(Hint), 0, 0
 	default:
 		q.resetAt = time.Time{} // renewed, with no reset ahead: only the rate paces
 	}

@@ -212,7 +212,7 @@ func TestQuotaHostileOrBrokenResets(t *testing.T) {
 	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
 	wait, spent, _ = q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
-	assert.Equal(t, hint, wait)
+	assert.Equal(t, Hint, wait)
 
 	// signals.Quota left but no reset: nothing to pace by.
 	q = Quota{}
@@ -228,4 +228,17 @@ func TestQuotaExhaust(t *testing.T) {
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait)
 	assert.Equal(t, 10*time.Second, q.Peek(epoch))
+}
+
+// A bucket that refills (OpenAI's), spent: its reset is when it is full
+// again, and a request may go when one unit is back, not at the reset, nor
+// after a hint's second.
+func TestQuotaOfABucketSpentWaitsForOneUnit(t *testing.T) {
+	var q Quota
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 0, Reset: at(30 * time.Second), Refill: true})
+	wait, spent, _ := q.Reserve(epoch, 1, false)
+	assert.True(t, spent)
+	assert.Equal(t, 300*time.Millisecond, wait, "30 s for 100: one back in 300 ms")
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 40, Reset: at(18 * time.Second), Refill: true})
+	assert.Zero(t, q.SpentUntil(), "some left: not counted down to the time it is full")
 }

@@ -28,18 +28,18 @@ const snap = 0.15
 // reset advances: a reset that stays put across responses ends a window,
 // and when it moves on to the next one, the step is the window.
 type picture struct {
-	limit   float64       // the server's limit per window; 0 if unknown
-	known   bool          // limit was stated, rather than taken to be at least what was left
-	window  time.Duration // the time limit is renewed or refilled in; 0 if unknown
-	stated  bool          // window was stated
-	learnt  bool          // window was stated, or learnt from a bucket's reading
-	refills bool          // the last reading was of a bucket that refills as it goes
-
+	limit  float64       // the server's limit per window; 0 if unknown
+	window time.Duration // the time limit is renewed or refilled in; 0 if unknown
 	// Of the resets of a quota renewed whole (see learnWindow):
-	last    time.Time // the reset of the last response
-	put     bool      // last was stated by two responses in a row: it ends a window
-	windows bool      // a reset was once put: the quota counts in windows, though the reset has moved since (a new window, or jitter in its rounding)
-	prev    time.Time // the last reset before it that two responses in a row stated
+	last time.Time // the reset of the last response
+	prev time.Time // the last reset before it that two responses in a row stated
+
+	known   bool // limit was stated, rather than taken to be at least what was left
+	stated  bool // window was stated
+	learnt  bool // window was stated, or learnt from a bucket's reading
+	refills bool // the last reading was of a bucket that refills as it goes
+	put     bool // last was stated by two responses in a row: it ends a window
+	windows bool // a reset was once put: the quota counts in windows, though the reset has moved since (a new window, or jitter in its rounding)
 }
 
 // read takes what a response received at now states of the quota, q, into

@@ -57,8 +57,8 @@ type Quota struct {
 	// mu guards the fields below.
 	mu sync.Mutex
 	picture
-	rounding time.Duration // the rounding of the last reset stated (its slack)
 	far      bool          // the last reset was once at least coarse times its slack ahead
+	rounding time.Duration // the rounding of the last reset stated (its slack)
 	resetAt  time.Time     // when the quota renews, if what is left is counted down; zero if not
 	slack    time.Duration // how far from resetAt, either way, the renewal may come
 	left     float64       // requests that may still go before the renewal, if counted

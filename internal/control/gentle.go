@@ -95,18 +95,18 @@ type Gentle struct {
 
 	// The facts beside the state, each orthogonal to it, for it outlives
 	// the state it was learnt in: fresh, of W, is carried from finding
-	// into holding; crossed, of the epoch, says how an epoch of either
-	// began; wary, of the server, stands until a memory's limit is
+	// into holding; crossed, of the epoch, says whether an epoch of
+	// either began with the server overdrawn; wary, of the server, stands until a memory's limit is
 	// forgotten; recalled, of where W and the stated limit came from,
 	// stands through queueing epochs until a throttle or an answer;
 	// queued, of the round trips, is the sampler's memory of its last
 	// round. (spent, frozen, held and dropped are counts and instants of
 	// the measurement, not modes.)
-	fresh    bool     // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
-	queued   bool     // the last complete round of round trips stood above the base
-	crossed  crossing // how the server was overdrawn as the epoch began, if it was
-	wary     uint8    // why a probe soon after a crossing would cost: waryCounts, waryBurst
-	recalled uint8    // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
+	fresh    bool  // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
+	queued   bool  // the last complete round of round trips stood above the base
+	crossed  bool  // the server was overdrawn as the epoch began (see crosses), and no lockout has followed
+	wary     uint8 // why a probe soon after a crossing would cost: waryCounts, waryBurst
+	recalled uint8 // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
 
 	responses meter // all responses
 }
@@ -173,16 +173,6 @@ const (
 	sentBefore     sending = -1
 	sentUnanswered sending = 0
 	sentAfter      sending = 1
-)
-
-// How the server was overdrawn as an epoch began (Gentle.crossed).
-type crossing uint8
-
-// The crossings.
-const (
-	notCrossed   crossing = iota
-	crossedProbe          // by a probe after a hold, or by the finding's last crossing where the server is not wary
-	crossedHold           // by a rate held at a W a little high, where the server counts refusals
 )
 
 // The reasons of Gentle.wary.

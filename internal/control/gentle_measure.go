@@ -51,7 +51,7 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		// and to gentleAfter of it at least in an aftershock of a
 		// crossing, which a handful of requests cannot measure.
 		least := previous / gentleFall
-		aftershock := g.crossed != notCrossed && g.accepted < gentleRound
+		aftershock := g.crossed && g.accepted < gentleRound
 		if aftershock {
 			least = gentleAfter * previous
 		}
@@ -117,28 +117,24 @@ func (g *Gentle) probed(n int64, span, measured float64) float64 {
 	return counted / (probe + window)
 }
 
-// crossing returns how the server was overdrawn as an event begins an
-// epoch: by a probe (probe); by the last crossing of a climb or a finding
+// crosses reports whether an event that begins an epoch overdrew the
+// server: a probe (probe); the last crossing of a climb or a finding
 // (settles), where the server is not wary; or, where it counts refusals,
-// by a rate held at a W a little high, for its lockout follows (see
+// a rate held at a W a little high, for its lockout follows (see
 // lockedOut).
-func (g *Gentle) crossing(settles, probe bool) crossing {
-	switch {
-	case probe || settles && g.wary == 0:
-		return crossedProbe
-	case !settles && g.wary&waryCounts != 0:
-		return crossedHold
-	}
-	return notCrossed
+func (g *Gentle) crosses(settles, probe bool) bool {
+	return probe || settles && g.wary == 0 || !settles && g.wary&waryCounts != 0
 }
 
 // lockedOut reports whether a congestion event at n (Unix nanoseconds) is
 // the lockout of a crossing: where the server counts refusals, a crossing
-// (see crossing) counts the requests it refused too, and refuses the
-// client for up to two of its periods after, even at gentleHold·W. Not
-// while W is found: a climb may end above the limit, and what follows
-// measures it. It requires g.mu held.
+// (see crosses) counts the requests it refused too, and refuses the
+// client for up to two of its periods after, even at gentleHold·W. One
+// episode of refusals is the lockout, and the next refusal measures, for
+// a limit that dropped looks the same on a loaded machine. Not while W is
+// found: a climb may end above the limit, and what follows measures it.
+// It requires g.mu held.
 func (g *Gentle) lockedOut(n int64) bool {
-	return g.state == holding && g.wary&waryCounts != 0 && g.crossed != notCrossed &&
+	return g.state == holding && g.wary&waryCounts != 0 && g.crossed &&
 		nanosToSeconds(n-g.since) < gentleLockout
 }

@@ -503,10 +503,11 @@ func TestGentleTakesAnAftershockForWhatItIs(t *testing.T) {
 
 // Where the server counts refusals (HAProxy's http_req_rate), a probe's
 // crossing (or a hold's) counts the requests it refused, and the server's
-// window refuses the client for a while after it, even at 0.99·W: a
-// refusal within gentleLockout of the crossing measures nothing. W stands,
-// the rate halves until a request succeeds, and the next event measures
-// from the crossing.
+// window refuses the client for a while after it, even at 0.99·W: the
+// first refusal within gentleLockout of the crossing measures nothing. W
+// stands, the rate halves until a request succeeds, and the next event
+// measures from the crossing, whether it comes after gentleLockout or
+// within it: one episode of refusals is the lockout, whatever the crossing.
 func TestGentleRidesOutALockout(t *testing.T) {
 	g := probeCrossed(t, waryCounts)
 	sent(g, OK, g.Sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20) // the window still full of the crossing
@@ -521,6 +522,14 @@ func TestGentleRidesOutALockout(t *testing.T) {
 	g.Observe(at(6600*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 120/2.1, g.Limit(), 0.5, "2.1 s after the crossing: an event, measured from the crossing (120 accepted)")
 
+	g = probeCrossed(t, waryCounts)
+	sent(g, OK, g.Sending(), 4500*time.Millisecond, 5100*time.Millisecond, 20)
+	g.Observe(at(5100*time.Millisecond), Throttled, 0, g.Sending(), 0) // the lockout
+	require.InDelta(t, 100, g.Limit(), 1e-9)
+	sent(g, OK, g.Sending(), 5120*time.Millisecond, 5500*time.Millisecond, 20)
+	g.Observe(at(5500*time.Millisecond), Throttled, 0, g.Sending(), 0)
+	assert.InDelta(t, 40, g.Limit(), 1e-9, "refused again after a success, 1 s after a probe's crossing: 40 requests measure 40")
+
 	// The same after an event while holding (a W found a little high,
 	// held at: the server overdrawn as by a probe).
 	g = probeCrossed(t, waryCounts)
@@ -530,7 +539,7 @@ func TestGentleRidesOutALockout(t *testing.T) {
 	sent(g, OK, g.Sending(), 7*time.Second, 7020*time.Millisecond, 1)
 	g.Observe(at(7020*time.Millisecond), Throttled, 0, g.Sending(), 0)
 	assert.InDelta(t, 98, g.Limit(), 1e-9, "1 request in 20 ms after an event while holding: its lockout, not a limit of 50")
-	// One episode only: a limit that dropped looks the same where the
+	// One episode here too: a limit that dropped looks the same where the
 	// machine is loaded, and the next refusal measures it.
 	sent(g, OK, g.Sending(), 7030*time.Millisecond, 7500*time.Millisecond, 24)
 	g.Observe(at(7500*time.Millisecond), Throttled, 0, g.Sending(), 0)
@@ -554,7 +563,7 @@ func probeCrossed(t *testing.T, wary uint8) *Gentle {
 	sent(g, OK, g.Sending(), 0, 4500*time.Millisecond, 450)
 	g.Observe(at(4500*time.Millisecond), Throttled, 0, g.Sending(), 0) // the probe's crossing
 	require.InDelta(t, 100, g.Limit(), 1e-9)
-	require.NotZero(t, g.crossed)
+	require.True(t, g.crossed)
 	return g
 }
 

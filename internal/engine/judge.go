@@ -135,7 +135,7 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 	case s.HasQuota:
 		q = k.ownQuota()
 	}
-	reading := s.Quota
+	reading := &s.Quota // the answer's, read in place: it is on every answer's path
 	spent := s.HasQuota && reading.Remaining < 1
 	var renews time.Time // when a spent quota renews, held no longer than a pause
 	if spent && !reading.Reset.IsZero() {
@@ -145,22 +145,15 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 		}
 	}
 	var fleetUntil time.Time // the pause to tell the fleet: one call for both reasons
-	if s.HasQuota && (reading.Unit == "" || spent) {
-		if reading.Unit == "" {
-			stated = q.Sync(now, reading)
-		} else {
-			// Spent in another unit (tokens, points): no request goes
-			// until it renews (without a reset ahead, for a hint's
-			// while), but its figures are not the requests'.
-			hold := renews
-			if !hold.After(now) {
-				hold = now.Add(quota.Hint)
-			}
-			q.Exhaust(hold)
-		}
-		if e.cfg.Fleet != nil && (s.Bucket == "" || s.Global) {
-			fleetUntil = q.SpentUntil() // spent until its reset: for the whole fleet
-		}
+	switch {
+	case !s.HasQuota:
+	case reading.Unit == "":
+		stated = q.Sync(now, *reading)
+	case spent:
+		q.SpentElsewhere(now, renews) // its figures are not the requests'
+	}
+	if s.HasQuota && (reading.Unit == "" || spent) && e.cfg.Fleet != nil && (s.Bucket == "" || s.Global) {
+		fleetUntil = q.SpentUntil() // spent until its reset: for the whole fleet
 	}
 	if !renews.IsZero() {
 		e.pin(c, s.Bucket, renews)

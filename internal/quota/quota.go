@@ -23,10 +23,10 @@ import (
 // network.
 const Margin = 0.02
 
-// Hint is how long a key waits when its server reports its quota
+// hint is how long a key waits when its server reports its quota
 // spent without a usable reset time (none, or one already past): a hint to
 // slow down, never a licence to hammer.
-const Hint = time.Second
+const hint = time.Second
 
 // coarse is how many times the slack of its reset a time must be for
 // the reset to be counted down to: shorter than that, the rounding of the
@@ -108,7 +108,7 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 		// the reset's slack.
 		q.resetAt, q.slack, q.left = quota.Reset.Add(quota.Slack), 0, 0
 	case quota.Remaining < 1:
-		q.resetAt, q.slack, q.left = now.Add(Hint), 0, 0
+		q.resetAt, q.slack, q.left = now.Add(hint), 0, 0
 	default:
 		q.resetAt = time.Time{} // renewed, with no reset ahead: only the rate paces
 	}
@@ -241,6 +241,17 @@ func (q *Quota) Exhaust(until time.Time) {
 	// what is left is less those in flight.
 	q.left = min(q.left, -float64(q.inflight))
 	q.mu.Unlock()
+}
+
+// SpentElsewhere holds the quota's requests, from now, until renews, when a
+// quota of the same server in another unit (tokens, points) renews that a
+// response reported spent; for a hint's while if renews is not ahead. Its
+// figures are not the requests': only the hold is taken.
+func (q *Quota) SpentElsewhere(now, renews time.Time) {
+	if !renews.After(now) {
+		renews = now.Add(hint)
+	}
+	q.Exhaust(renews)
 }
 
 // space returns the wait for the next slot at rate per second, and takes

@@ -212,7 +212,7 @@ func TestQuotaHostileOrBrokenResets(t *testing.T) {
 	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
 	wait, spent, _ = q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
-	assert.Equal(t, Hint, wait)
+	assert.Equal(t, hint, wait)
 
 	// signals.Quota left but no reset: nothing to pace by.
 	q = Quota{}
@@ -241,4 +241,22 @@ func TestQuotaOfABucketSpentWaitsForOneUnit(t *testing.T) {
 	assert.Equal(t, 300*time.Millisecond, wait, "30 s for 100: one back in 300 ms")
 	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 40, Reset: at(18 * time.Second), Refill: true})
 	assert.Zero(t, q.SpentUntil(), "some left: not counted down to the time it is full")
+}
+
+// A quota spent in another unit holds the requests until it renews, or a
+// hint's while if it states no renewal ahead; the requests' own figures
+// stay unknown.
+func TestQuotaSpentElsewhereHoldsOnly(t *testing.T) {
+	for _, c := range []struct {
+		renews time.Time
+		want   time.Duration
+	}{{at(300 * time.Millisecond), 300 * time.Millisecond}, {time.Time{}, hint}, {at(-time.Second), hint}} {
+		var q Quota
+		q.SpentElsewhere(epoch, c.renews)
+		wait, spent, _ := q.Reserve(epoch, 1, false)
+		assert.True(t, spent)
+		assert.Equal(t, c.want, wait)
+		limit, _ := q.Status(epoch, 1)
+		assert.Zero(t, limit, "no limit of the requests' learnt")
+	}
 }

@@ -126,7 +126,18 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 			return r.v, nil
 		case <-timer.C:
 			due := c.due.Load()
-			if due == 0 && !probe && !f.Available() {
+			if due == 0 && !f.Available() {
+				if probe {
+					// The round trips ahead hold both turns, stuck on a
+					// Redis that answers nothing (a frozen one holds them
+					// until the client's read timeout, 5 s by default):
+					// the probe fails, unsent, as one sent would at its
+					// deadline, rather than hold its request until a turn
+					// comes.
+					err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
+					observed(f.failed(err))
+					return nil, err
+				}
 				// Still queued, and a round trip failed meanwhile: go on
 				// alone, as a call the breaker holds does.
 				return nil, errBreaker

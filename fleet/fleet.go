@@ -56,13 +56,17 @@
 // where the fleet's last booking for it left off (no burst of its own on
 // top of the fleet's); then one call probes Redis (after 100ms, backing
 // off to 300ms), and the fleet is back on shared state as soon as one
-// succeeds. The sends a process made on its own are booked with its next
-// booking of the key, after its own last one, so that the fleet's
-// schedule counts them. A call that times out while Redis answers others
-// (a busy process, one slow node) waits on, up to four timeouts, for its
-// round trip, and then goes on alone, the breaker closed. Each change is
-// logged once, at Warn, and reported to [WithOnChange]. No request fails
-// because of Redis, nor waits longer than its share of these timeouts.
+// succeeds. A probe that gets no turn within the timeout fails unsent, as
+// one sent would: the round trips out are held by a Redis that answers
+// nothing (a frozen or unreachable one holds them until the client's read
+// timeout, 5 seconds by go-redis's default). The sends a process made on
+// its own are booked with its next booking of the key, after its own last
+// one, so that the fleet's schedule counts them. A call that times out
+// while Redis answers others (a busy process, one slow node) waits on, up
+// to four timeouts, for its round trip, and then goes on alone, the
+// breaker closed. Each change is logged once, at Warn, and reported to
+// [WithOnChange]. No request fails because of Redis, nor waits longer
+// than its share of these timeouts.
 //
 // # Failover
 //

@@ -154,7 +154,7 @@ func TestFailures(t *testing.T) {
 
 func TestSteadyServers(t *testing.T) {
 	steady := steadyServers(servers(), 100)
-	for _, name := range []string{"httprate", "burst1", "nginx", "nginx-queue", "haproxy", "github"} {
+	for _, name := range []string{"httprate", "burst1", "nginx", "nginx-queue", "haproxy", "github", "window-aligned", "window-seconds", "delay"} {
 		assert.True(t, steady[name], name)
 	}
 	for _, name := range []string{"gcra-drop", "drop4x", "outage"} {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -86,6 +87,9 @@ func sampleConn(host string) (first, refused string, err error) {
 		}
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
+			if first != "" && errors.Is(err, os.ErrDeadlineExceeded) {
+				return first, "", nil // a server that holds requests (delay) held this one past sampleTimeout
+			}
 			return first, refused, err
 		}
 		_, err = io.Copy(io.Discard, resp.Body)

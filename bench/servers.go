@@ -64,6 +64,9 @@ func servers() []server {
 		{name: "drop4x", profile: dropProfile(1, 0.25), start: startBucket},
 		{name: "outage", profile: outageProfile, start: startBucket},
 		{name: "github", profile: constant, start: startGitHub},
+		{name: "window-aligned", profile: constant, start: startWindowAligned},
+		{name: "window-seconds", profile: constant, start: startWindowSeconds},
+		{name: "delay", profile: constant, start: startDelay},
 	}
 }
 

@@ -78,7 +78,7 @@ func (b *bucket) limit(next http.Handler) http.Handler {
 func startGitHub(cfg serverConfig) (*instance, error) {
 	origin := time.Now()
 	quota := max(1, int(math.Round(cfg.limit*githubWindow.Seconds())))
-	f := &fixedWindow{origin: origin, window: githubWindow, quota: quota}
+	f := &fixedWindow{origin: origin, window: githubWindow, quota: quota, github: true}
 	return serveInProcess(f.limit, origin)
 }
 
@@ -87,7 +87,8 @@ func startGitHub(cfg serverConfig) (*instance, error) {
 type fixedWindow struct {
 	origin time.Time
 	window time.Duration
-	quota  int // requests allowed in each window
+	quota  int  // requests allowed in each window
+	github bool // also GitHub's X-RateLimit-Used and -Resource, and its JSON body on a refusal
 
 	mu    sync.Mutex
 	index int64 // number of the current window
@@ -111,7 +112,9 @@ func (f *fixedWindow) take(now time.Time) (ok bool, used int, reset time.Time) {
 	return ok, f.used, f.origin.Add(time.Duration(index+1) * f.window)
 }
 
-// limit is the fixed window's middleware.
+// limit is the fixed window's middleware: a Date and X-RateLimit-Limit,
+// -Remaining and -Reset (the window's end, Unix seconds rounded up) on
+// every answer, and a 429 without Retry-After once the window is spent.
 func (f *fixedWindow) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
@@ -120,16 +123,21 @@ func (f *fixedWindow) limit(next http.Handler) http.Handler {
 		h.Set("Date", now.UTC().Format(http.TimeFormat))
 		h.Set("X-RateLimit-Limit", strconv.Itoa(f.quota))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(f.quota-used))
-		h.Set("X-RateLimit-Used", strconv.Itoa(used))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(reset), 10))
-		h.Set("X-RateLimit-Resource", "core")
-		if !ok {
+		if f.github {
+			h.Set("X-RateLimit-Used", strconv.Itoa(used))
+			h.Set("X-RateLimit-Resource", "core")
+		}
+		switch {
+		case ok:
+			next.ServeHTTP(w, r)
+		case f.github:
 			h.Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = io.WriteString(w, `{"message":"API rate limit exceeded","status":"429"}`+"\n")
-			return
+		default:
+			http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 

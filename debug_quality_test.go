@@ -18,7 +18,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/politehttp/polite"
 )
 
 func TestDebugQuality(t *testing.T) {
@@ -29,7 +32,7 @@ func TestDebugQuality(t *testing.T) {
 		t.Skip("debug only: set QS")
 	}
 	loaded, _ := time.ParseDuration(cmp.Or(os.Getenv("QLOADED"), "0s"))
-	scenarios := benchScenarios(length)
+	scenarios := append(benchScenarios(length), lastMileScenarios(length)...)
 	if loaded > 0 {
 		for i := range scenarios {
 			scenarios[i].loaded, scenarios[i].latency = loaded, 10*time.Millisecond
@@ -69,5 +72,51 @@ func TestDebugQuality(t *testing.T) {
 				sc.name, c, r.utilization, 100*r.rejected, r.amplify, r.p99, r.p99ok, r.local, r.timedOut, r.converge)
 			fmt.Printf("  ok/refused per 250ms:%s\n", r.timeline())
 		}
+	}
+}
+
+// TestDebugQualityStatus runs polite on the scenario QS (8 s) and prints
+// its key's status every QEVERY (100ms if unset) with the server's counts.
+func TestDebugQualityStatus(t *testing.T) {
+	name := os.Getenv("QS")
+	if name == "" {
+		t.Skip("debug only: set QS")
+	}
+	every, _ := time.ParseDuration(cmp.Or(os.Getenv("QEVERY"), "100ms"))
+	length, _ := time.ParseDuration(cmp.Or(os.Getenv("QL"), "8s"))
+	all := append(benchScenarios(length), lastMileScenarios(length)...)
+	for _, v := range qualityVariants {
+		all = append(all, v.scenario)
+	}
+	for _, sc := range all {
+		if sc.name != name {
+			continue
+		}
+		synctest.Test(t, func(t *testing.T) {
+			time.Sleep(phase(1))
+			start := time.Now()
+			srv := sc.server(start, sc.schedule, 1)
+			tr := polite.New(srv, polite.WithSeed(1))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				sc.drive(t, tr, start)
+			}()
+			last := [2]int{}
+			for time.Since(start) < sc.length {
+				time.Sleep(every)
+				srv.mu.Lock()
+				var a, r int
+				for i := range srv.accepted {
+					a, r = a+srv.accepted[i], r+srv.rejected[i]
+				}
+				srv.mu.Unlock()
+				for k := range tr.Keys() {
+					fmt.Printf("%6v ok %3d refused %2d  rate %7.2f limit %7.2f\n", time.Since(start).Round(time.Millisecond), a-last[0], r-last[1], k.Rate, k.Limit)
+				}
+				last = [2]int{a, r}
+			}
+			<-done
+		})
 	}
 }

@@ -48,7 +48,8 @@ type Remembered struct {
 	// Stated reports that the server stated Limit in its headers.
 	Stated bool
 	// Window is the window of the quota the server stated, if it stated
-	// one (the quota is Limit·Window requests per Window); 0 if not.
+	// one or its resets showed it (the quota is Limit·Window requests per
+	// Window); 0 if not.
 	Window time.Duration
 	// PausedUntil is when a pause the server asked for ends (a
 	// Retry-After that holds the key, a quota spent until its reset);

@@ -589,9 +589,11 @@ type floor struct {
 // delay): the oracle, pacing at the limit, is refused a third of the
 // time, and polite holds lower. HAProxy counts refused requests too, so
 // that an overshoot costs several, and a run that overshoots early holds
-// lower for a while (0.73 to 1.09 over runs). github's first window, when its reset
-// comes four seconds after the first answer, is too near to count down
-// and may be spent early: on some runs 16 are refused then (2%). The
+// lower for a while (0.73 to 1.09 over runs). github's first window is
+// spent until the latest its renewal may come (its reset, rounded up to
+// the second): what is left of it when it renews earlier is lost, 0.89 to
+// 0.99 of the limit over seeds, where spending it by the earliest held
+// every caller until the reset, up to a second (p99 1.08 s). The
 // 8-second runs of a limit that changes depend on where the probe after
 // the rise falls (GCRA 200 → 50 → 200: 0.73 to 0.98 over runs); the
 // burst-1 server spreads most under -race (0.43 to 0.74, and up to 3.1%
@@ -601,7 +603,7 @@ var floors = map[string]floor{
 	"tollbooth":       {0.95, 0.005, 1.01},
 	"ulule":           {0.95, 0.01, 1.02},
 	"sethvargo":       {0.95, 0.01, 1.02},
-	"github":          {0.9, 0.025, 1.03},
+	"github":          {0.88, 0.005, 1.01},
 	"throttled":       {0.9, 0.015, 1.03},
 	"burst1":          {0.4, 0.04, 1.04},
 	"nginx":           {0.95, 0.015, 1.02},
@@ -775,6 +777,13 @@ func TestControlQualityVariants(t *testing.T) {
 		assert.LessOrEqual(t, polite.amplify, v.amplify, v.name)
 		switch {
 		case strings.HasPrefix(v.name, "nginx, L 10,"):
+		case strings.HasPrefix(v.name, "httprate"):
+			// The server states its limit: the quota paces both, not
+			// their controllers, and they differ by how the run's
+			// goroutines were scheduled (0.917 against 0.920 once, 0.91
+			// against 0.87 another time), as on the bench's servers that
+			// state theirs (TestControlQuality).
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.03, v.name)
 		case strings.HasPrefix(v.name, "tollbooth"):
 			// The quota is stated from the first answer, and paces both
 			// alike; AWS's controller sends its 64 callers' first requests

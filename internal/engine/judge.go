@@ -148,7 +148,11 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 	switch {
 	case !s.HasQuota:
 	case reading.Unit == "":
-		stated = q.Sync(now, *reading)
+		var sent uint64
+		if c.sentIn == q {
+			sent = c.sent
+		}
+		stated = q.Sync(now, *reading, sent, throttled)
 	case spent:
 		q.SpentElsewhere(now, renews) // its figures are not the requests'
 	}
@@ -231,12 +235,14 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 		known = ctl.Known(now)
 	}
 	paused := k.pace.PausedUntil(n)
-	var window time.Duration
 	if q := peek(k, quotaPart); q != nil {
 		if until := q.SpentUntil(); until.UnixNano() > max(paused, n) {
 			paused = until.UnixNano()
 		}
-		window = q.StatedWindow()
+	}
+	var window time.Duration
+	if q := k.quotaFor(c.Route); q != nil {
+		window = q.Window() // of the bucket the server named for the route, if it did
 	}
 	if known.Limit == 0 && paused == 0 && peek(k, memoPart) == nil {
 		return // nothing learnt, nothing told
@@ -245,12 +251,21 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	m.mu.Lock()
 	told, toldAt, toldPaused := m.told, m.at, m.paused
 	known, moved := known.Worth(told, toldAt, n)
+	// A window learnt after the stated limit was told (from the steps of
+	// the quota's resets) is worth telling too.
+	learnt := known.Stated && window > 0 && window != m.window
+	if learnt && !moved {
+		known, moved = told, true
+	}
 	if !moved && paused <= toldPaused {
 		m.mu.Unlock()
 		return
 	}
 	if known.Limit > 0 {
 		m.told, m.at = known, n
+		if known.Stated {
+			m.window = window
+		}
 	}
 	m.paused = max(paused, toldPaused)
 	m.mu.Unlock()

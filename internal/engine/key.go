@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/fleetgate"
@@ -181,6 +182,9 @@ func (k *Key) route(route string, q *quota.Quota) {
 	if len(r.m) < maxRoutes || r.m[route] != nil {
 		r.m[route] = q
 	}
+	if own := peek(k, quotaPart); own != nil && own != q {
+		q.Adopt(own) // a bucket named for the first time takes what the key's memory kept of its window
+	}
 }
 
 // quotas returns the quotas the key's server reported: its own first,
@@ -210,6 +214,7 @@ func (k *Key) quotas() (qs []*quota.Quota, own bool) {
 type memo struct {
 	mu     sync.Mutex
 	told   control.Known // the limit, whether stated, and how long it had stood (whole seconds)
+	window time.Duration // the window of the stated limit told, if known
 	at     int64         // Unix nanoseconds of the telling
 	paused int64         // Unix nanoseconds; 0 if none
 }

@@ -35,6 +35,7 @@ type picture struct {
 	prev time.Time // the last reset before it that two responses in a row stated
 
 	known   bool // limit was stated, rather than taken to be at least what was left
+	rated   bool // window is a memory's, only to keep the rate it gave (see Remembered), until the resets show one
 	stated  bool // window was stated
 	learnt  bool // window was stated, or learnt from a bucket's reading
 	refills bool // the last reading was of a bucket that refills as it goes
@@ -59,7 +60,7 @@ func (p *picture) read(now time.Time, q signals.Quota, own float64, lag time.Dur
 		p.limit = math.Max(p.limit, q.Remaining+own)
 	}
 	if q.Window > 0 {
-		p.window, p.stated, p.learnt = q.Window, true, true
+		p.window, p.stated, p.learnt, p.rated = q.Window, true, true, false
 	}
 	p.refills = q.Refill
 	if !q.Refill {
@@ -108,8 +109,8 @@ func (p *picture) learnWindow(reset time.Time) (moved bool) {
 	}
 	p.put, p.windows = true, true
 	if step := reset.Sub(p.prev); !p.prev.IsZero() && step > 0 && step <= gate.MaxPause && !p.stated &&
-		(p.window == 0 || step < p.window) {
-		p.window = step
+		(p.window == 0 || step < p.window || p.rated) {
+		p.window, p.rated = step, false
 	}
 	p.prev = reset
 	return false

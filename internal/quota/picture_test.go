@@ -56,7 +56,7 @@ func TestOnePictureWhateverTheUnit(t *testing.T) {
 			cs := NewCosts(&[units.N]Configured{}, epoch)
 			for _, r := range c.readings {
 				now := at(r.after)
-				q.Sync(now, r.q)
+				q.Sync(now, r.q, 0, false)
 				tokens := r.q
 				tokens.Unit = units.NameTokens
 				cs.Answer(now, cs.Sent(now), []signals.Quota{tokens}, nil, "")

@@ -45,7 +45,13 @@ func TestPropertyServerQuota(t *testing.T) {
 				if rapid.Bool().Draw(t, "reset") {
 					quota.Reset = now.Add(time.Duration(rapid.Int64Range(-int64(time.Minute), int64(2*time.Hour)).Draw(t, "ahead")))
 				}
-				q.Sync(now, quota)
+				// The answered request went at any time so far, or when
+				// is unknown (0); the server refused it, or not.
+				if rapid.Bool().Draw(t, "send") {
+					q.Sending()
+				}
+				sent := rapid.Uint64Range(0, q.sends.Load()).Draw(t, "sent")
+				q.Sync(now, quota, sent, rapid.Bool().Draw(t, "throttled"))
 				paused = time.Time{}
 				counted = !q.resetAt.IsZero()
 				budget = math.Inf(1)
@@ -55,14 +61,17 @@ func TestPropertyServerQuota(t *testing.T) {
 			},
 			"reserve": func(t *rapid.T) {
 				resetAt, left := q.resetAt, q.left
+				// A bound of a count near its reset holds only once the
+				// count was seen renewed whole.
+				holds := !q.loose || q.renews
 				wait, spent, took := q.Reserve(now, 1, false)
 				switch {
 				case spent:
-					if resetAt.IsZero() || left >= 1 || !now.Before(resetAt) || wait != resetAt.Sub(now) {
+					if resetAt.IsZero() || left >= 1 || !now.Before(resetAt) || wait != resetAt.Sub(now) || !holds {
 						t.Fatalf("spent for %v at %v with reset %v and %v left", wait, now, resetAt, left)
 					}
 					return
-				case !resetAt.IsZero() && left < 1 && now.Before(resetAt):
+				case !resetAt.IsZero() && left < 1 && now.Before(resetAt) && holds:
 					t.Fatalf("let a request go at %v with %v left before the reset at %v", now, left, resetAt)
 				case now.Before(paused):
 					t.Fatalf("let a request go at %v, during a Retry-After until %v", now, paused)
@@ -125,7 +134,7 @@ func TestPropertyServerQuota(t *testing.T) {
 func TestPropertyServerQuotaReleaseDuringRetryAfter(t *testing.T) {
 	var q Quota
 	now := proptest.Start()
-	q.Sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)})
+	q.Sync(now, signals.Quota{Remaining: 1, Reset: now.Add(time.Minute)}, 0, false)
 	_, spent, took := q.Reserve(now, 1, false)
 	if spent || !took {
 		t.Fatalf("reserve = spent %v, took %v; want a place counted down", spent, took)

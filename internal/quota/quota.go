@@ -12,6 +12,7 @@ package quota
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/politehttp/polite/internal/gate"
@@ -27,6 +28,11 @@ const Margin = 0.02
 // spent without a usable reset time (none, or one already past): a hint to
 // slow down, never a licence to hammer.
 const hint = time.Second
+
+// falls is how far a count must fall with no rise between to be taken
+// for a window's: a bucket that refills as it goes rises again within the
+// few requests of a first contact's second round.
+const falls = 4
 
 // coarse is how many times the slack of its reset a time must be for
 // the reset to be counted down to: shorter than that, the rounding of the
@@ -54,6 +60,9 @@ const coarse = 4
 //     little: such a quota paces at its rate, and its throttles speak for
 //     it.
 type Quota struct {
+	// sends counts the requests sent against the quota (Sending): each
+	// one's number tells whether it went after an answer was read.
+	sends atomic.Uint64
 	// mu guards the fields below.
 	mu sync.Mutex
 	picture
@@ -64,17 +73,42 @@ type Quota struct {
 	left     float64       // requests that may still go before the renewal, if counted
 	next     time.Time     // the earliest the next request may go
 	inflight int           // requests sent against the quota and not answered yet
+	// How the count moves (see count): the least remaining read since it
+	// last rose, and what it was when it last rose.
+	low, top  float64
+	seen      bool      // a count was read
+	rose      bool      // the count rose once: the window the first answer found is over
+	lowSent   uint64    // sends when low was read: a request numbered above was sent after
+	bound     time.Time // the earliest reset stated since the count last rose: the latest the renewal may come
+	boundSent uint64    // sends when bound was seen passed: a request numbered above was sent after it
+	beyond    bool      // a reset was once stated more than its rounding ahead
+	fell      bool      // the count once fell by falls with no rise between: a window's, or a bucket's that refills slower than it is spent
+	renews    bool      // the count once rose by half the limit or more after it fell by as much: a window renewed whole
+	early     bool      // a request sent after the bound of the renewal found the count not renewed: the resets are truncated, and bound nothing
+	refilled  bool      // the count rose before it fell by half the limit: a bucket that refills as it goes, not a window
+	latest    bool      // what is left is spread until the latest the renewal may come, not the earliest
+	loose     bool      // latest, and counted only for it (a reset near against its rounding): held for once seen renewed whole
+	opened    time.Time // the first answer read of the window: the count's first, or the one that showed it rise
+	spread    float64   // while latest, the limit over the time its window's first answer saw to the renewal: the most a window is spent at
 }
 
 // Sync takes what a response received at now says of the quota, and
 // returns the quota's rate, its limit over its window in requests per
 // second (0 if unknown). The requests still in flight are not in the
-// server's count yet.
-func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
+// server's count yet. sent is the number Sending gave the answered request
+// (0 if none or unknown), throttled whether the server refused it.
+func (q *Quota) Sync(now time.Time, quota signals.Quota, sent uint64, throttled bool) float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.read(now, quota, 0, 0) {
 		q.far = false
+	}
+	rose := q.count(now, quota.Remaining, sent, throttled)
+	if !rose && q.windowed() && q.boundSent > 0 && sent > q.boundSent {
+		q.early = true // sent after the bound, and counted in the same window
+	}
+	if quota.Slack > 0 && quota.Reset.Sub(now) > quota.Slack {
+		q.beyond = true
 	}
 	if quota.Refill {
 		// A bucket that refills (OpenAI's, Anthropic's): its limit over
@@ -87,6 +121,7 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 			quota.Reset = time.Time{}
 		}
 	}
+	q.bind(now, quota, rose)
 	q.rounding = quota.Slack
 	ahead := quota.Reset.Sub(now)
 	far := ahead >= coarse*quota.Slack
@@ -95,13 +130,41 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 	if q.window > 0 {
 		counted = q.window >= coarse*quota.Slack
 	}
+	// A window's count is spread until the latest its renewal may come:
+	// a reset stated in whole seconds bounds the renewal, it does not
+	// time it, and what is spent by the earliest leaves the callers held
+	// until the renewal comes, by as much as the rounding. Near its reset,
+	// a window's rate is a guess (see paceLocked), or learnt from resets
+	// that tell its end only to their rounding, and what is left is the
+	// one figure sure to hold: it is counted down however near the
+	// reset (loose). Not where the count refills as it goes, or the
+	// resets were seen to come before the renewal (truncated: they bound
+	// nothing); nor by a reset not ahead.
+	q.latest = q.known && q.windowed() && !q.early && !quota.Refill && ahead > 0
+	q.loose = q.latest && !counted
+	counted = counted || q.latest
 	switch {
 	case !counted:
 		q.resetAt = time.Time{} // only the rate paces
 	case ahead > 0:
 		// One far ahead is a hint, not a sentence: it holds at most
-		// gate.MaxPause, as a server's pause does.
-		q.resetAt, q.slack = minTime(quota.Reset, now.Add(gate.MaxPause)), quota.Slack
+		// gate.MaxPause, as a server's pause does. A reset stated in
+		// whole seconds is a bound on the renewal, not its instant: the
+		// answers of one window each bound it, and the earliest of their
+		// bounds holds (a count of seconds rounded up, as "1" is, bounds
+		// it best from the window's first answer).
+		reset := q.bound
+		if q.early {
+			reset = reset.Add(quota.Slack) // truncated: the renewal comes up to a rounding after it
+		}
+		reset = minTime(reset, now.Add(gate.MaxPause))
+		if q.latest && (rose || reset != q.resetAt) {
+			// The first answer of a window: the limit over the time to
+			// the latest its renewal may come is as fast as a window is
+			// spent (see beyondSpread).
+			q.spread = q.limit / reset.Sub(now).Seconds() * (1 - Margin)
+		}
+		q.resetAt, q.slack = reset, quota.Slack
 		q.left = quota.Remaining - float64(q.inflight)
 	case quota.Remaining < 1 && !quota.Reset.IsZero() && ahead > -quota.Slack:
 		// Spent, and the reset has come: the renewal is late, by at most
@@ -114,6 +177,71 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota) float64 {
 	}
 	return q.rateLocked()
 }
+
+// count follows the count the server reports, remaining, read at now from
+// the answer to the request Sending numbered sent (0 if unknown): it reports
+// whether the count rose, that is, whether the server renewed or
+// refilled it since the least count read before the request went. In a window, the count only
+// falls until the window renews whole; a bucket gives back as it goes,
+// and a count that rose before it fell by half the limit (but in the
+// window of the first answer, which may have been spent before it or
+// joined near its end) marks the quota as one that refills (refilled),
+// whose counts of seconds to its reset bound nothing worth counting down.
+// It requires q.mu held.
+func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled bool) (rose bool) {
+	switch {
+	case !q.seen:
+		q.seen, q.opened = true, now
+		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
+	case sent > q.lowSent && (remaining > q.low || remaining == q.low && !throttled):
+		// Sent after the least count was read, and not below it: within
+		// a window, the server would have counted it (or refused it, at
+		// none left).
+		// The first window may have been half spent before the first
+		// answer, or joined near its end: only a whole window tells.
+		if q.known && q.top-q.low < q.limit/2 && q.rose {
+			q.refilled = true
+		}
+		q.rose = true
+		q.renews = q.renews || q.known && q.top-q.low >= q.limit/2 && remaining-q.low >= q.limit/2
+		q.opened = now
+		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
+		return true
+	case remaining < q.low:
+		q.low, q.lowSent = remaining, q.sends.Load()
+		q.fell = q.fell || q.top-q.low >= falls
+	}
+	return false
+}
+
+// bind keeps the bound of the renewal: a reset stated in whole seconds
+// bounds it, it does not time it, and each answer of a window bounds it
+// anew; the earliest of their bounds holds (a count of seconds rounded
+// up, as "1" is, bounds it best from the window's first answer). A
+// renewal (rose), or a reset that moved on by more than its rounding,
+// begins a new window. It requires q.mu held.
+func (q *Quota) bind(now time.Time, quota signals.Quota, rose bool) {
+	reset := quota.Reset
+	switch {
+	case reset.IsZero():
+		return
+	case rose, !q.bound.After(now), reset.Sub(q.bound) > quota.Slack, q.bound.Sub(reset) > quota.Slack:
+		q.bound, q.boundSent = reset, 0
+	case reset.Before(q.bound):
+		q.bound = reset
+	}
+	// The window's phase: a window that held a request the server
+	// counted by q.opened ends a window later at the latest, however its
+	// resets are rounded.
+	if end := q.opened.Add(q.window); q.window > 0 && !q.rated && !q.opened.IsZero() && end.After(now) && end.Before(q.bound) {
+		q.bound = end
+	}
+}
+
+// windowed reports whether the count is taken for a window's: it fell
+// with no rise between, and never refilled as it went. It requires q.mu
+// held.
+func (q *Quota) windowed() bool { return q.fell && !q.refilled }
 
 // rateLocked returns the server's rate, its limit over its window; 0 if
 // unknown. It requires q.mu held.
@@ -143,11 +271,18 @@ func (q *Quota) rateLocked() float64 {
 // its limit in the quality suite, against 0.90-0.91).
 func (q *Quota) paceLocked(kept bool) float64 {
 	rate := q.rateLocked()
-	if rate == 0 && q.known && (q.put || kept && q.windows) && !q.far && q.rounding > 0 && q.resetAt.IsZero() {
+	if rate == 0 && q.known && (q.put || kept && q.windows || q.near()) && !q.far && q.rounding > 0 && (q.resetAt.IsZero() || q.latest) {
 		rate = q.limit / q.rounding.Seconds()
 	}
 	return rate * (1 - Margin)
 }
+
+// near reports whether every reset the server stated was within its
+// rounding ahead (a count of seconds that reads "1" at a 1-second
+// window) and the count does not refill as it goes: the window is at
+// most the rounding, and the limit over the rounding is the least rate
+// it allows. It requires q.mu held.
+func (q *Quota) near() bool { return !q.beyond && q.windowed() }
 
 // Reserve takes a place for a request at now and returns how long it must
 // wait for it. spent reports a wait until the quota renews, which is the
@@ -165,6 +300,9 @@ func (q *Quota) paceLocked(kept bool) float64 {
 func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Duration, spent, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if !q.bound.IsZero() && !now.Before(q.bound) && q.boundSent == 0 {
+		q.boundSent = max(q.sends.Load(), 1) // what is sent from here on goes after the bound
+	}
 	ceiling := q.paceLocked(false)
 	if fleet {
 		ceiling = 0
@@ -182,20 +320,33 @@ func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Dur
 		others = float64(q.inflight) * (1/share - 1)
 	}
 	if q.left-others < 1 {
-		if now.Before(q.resetAt) {
-			return q.resetAt.Sub(now), true, false // spent until the renewal
+		// Spent until the renewal; but a count near its reset is held for
+		// only once it has been seen renewed whole: a sliding window's
+		// comes back as it goes.
+		if now.Before(q.resetAt) && (!q.loose || q.renews) {
+			return q.resetAt.Sub(now), true, false
 		}
-		q.resetAt = time.Time{} // renewed: the next response tells how much
+		// Renewed: the next response tells how much. Until it does, a
+		// window whose length is still a guess is spent no faster than
+		// the last was spread: the callers it held must not crowd the
+		// new one.
+		q.resetAt = time.Time{}
 		q.inflight++
-		return q.space(now, ceiling), false, false
+		return q.space(now, q.beyondSpread(ceiling)), false, false
 	}
-	// Spend what is left evenly by the earliest the renewal may come; from
-	// then on, at the ceiling, counting down what is left.
-	rate := ceiling
-	if spread, ok := q.spreadLocked(now, share); ok {
+	// Spend what is left evenly by the earliest the renewal may come (the
+	// latest, while the window is a guess); from then on, at the
+	// ceiling, counting down what is left.
+	rate := q.beyondSpread(ceiling)
+	// From the last place taken on: the places already taken are spaced
+	// before it, and what is left comes after them.
+	if spread, ok := q.spreadLocked(maxTime(now, q.next), share); ok {
 		rate = spread
 		if ceiling > 0 {
 			rate = min(rate, ceiling)
+		}
+		if q.latest && q.spread > 0 {
+			rate = min(rate, q.spread)
 		}
 	}
 	q.left--
@@ -203,15 +354,28 @@ func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Dur
 	return q.space(now, rate), false, true
 }
 
+// beyondSpread returns the rate past what is spread: ceiling, or, while
+// the window is a guess (latest), the rate its first answer spread it at,
+// if slower. It requires q.mu held.
+func (q *Quota) beyondSpread(ceiling float64) float64 {
+	if q.latest && q.spread > 0 && (ceiling <= 0 || q.spread < ceiling) {
+		return q.spread
+	}
+	return ceiling
+}
+
 // spreadLocked returns the rate, in requests a second, at which share of
-// what is left of the quota is spent by the earliest its renewal may come,
-// if what is left is counted down and there is time before then. It
-// requires q.mu held.
-func (q *Quota) spreadLocked(now time.Time, share float64) (float64, bool) {
+// what is left of the quota is spent from from on by the earliest its
+// renewal may come (the latest, if latest), if what is left is counted
+// down and there is time before then. It requires q.mu held.
+func (q *Quota) spreadLocked(from time.Time, share float64) (float64, bool) {
 	if q.resetAt.IsZero() || q.left < 1 {
 		return 0, false
 	}
-	aim := q.resetAt.Sub(now) - q.slack
+	aim := q.resetAt.Sub(from)
+	if !q.latest {
+		aim -= q.slack
+	}
 	if aim <= 0 {
 		return 0, false
 	}
@@ -236,6 +400,7 @@ func (q *Quota) Exhaust(until time.Time) {
 	if until.After(q.resetAt) || q.left >= 1 {
 		q.resetAt, q.slack = until, 0
 	}
+	q.latest, q.loose = false, false // the server's hold, not a bound: it holds whatever the count
 	// Nothing is left until the reset, whatever comes back: a place
 	// counted down before and given back (release) does not make one, so
 	// what is left is less those in flight.
@@ -279,16 +444,31 @@ func (q *Quota) SpentUntil() time.Time {
 	return q.resetAt
 }
 
-// StatedWindow returns the window the server stated for the quota, or
-// that a reading of its bucket showed; 0 if neither (unknown, or learnt
-// from how its resets advance).
-func (q *Quota) StatedWindow() time.Duration {
+// Window returns the window the quota renews or refills its limit in, as
+// the server stated it, a reading of its bucket showed it, or the steps
+// of its resets did; 0 if unknown (or only kept for a memory's rate).
+func (q *Quota) Window() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.learnt {
+	if q.rated {
 		return 0
 	}
 	return q.window
+}
+
+// Adopt gives q the window of from (a quota a memory made: see
+// Remembered), if q knows none: the key's memory kept the window of the
+// bucket its server named, which the key's first answers name again.
+func (q *Quota) Adopt(from *Quota) {
+	w := from.Window()
+	if w <= 0 {
+		return
+	}
+	q.mu.Lock()
+	if q.window == 0 {
+		q.window = w
+	}
+	q.mu.Unlock()
 }
 
 // Windowed reports whether the quota's reset stayed put across responses:
@@ -341,11 +521,12 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // Remembered returns the quota a memory kept: limit requests a second
-// over window (stated reports that the server stated the window), as the
-// server stated it after its first answer: its rate paces, until an
-// answer says what is left.
-func Remembered(limit float64, window time.Duration, stated bool) *Quota {
-	return &Quota{picture: picture{limit: limit * window.Seconds(), known: true, window: window, stated: stated, learnt: stated}}
+// over window, as the server stated it after its first answer: its rate
+// paces, until an answer says what is left. known reports that the
+// window is the quota's (stated, or learnt: see Window); if not, it only
+// keeps the rate, and the resets show the window.
+func Remembered(limit float64, window time.Duration, known bool) *Quota {
+	return &Quota{picture: picture{limit: limit * window.Seconds(), known: true, window: window, rated: !known}}
 }
 
 // Admit returns when the quota lets the attempt go: evenly paced while
@@ -371,6 +552,11 @@ func (q *Quota) Admit(w *gate.Waiter, share float64, fleet bool) error {
 		return nil
 	}
 }
+
+// Sending numbers a request sent now against the quota, for its answer to
+// hand back to Sync: the numbers tell what went after an answer was read,
+// with no clock read on the request's path.
+func (q *Quota) Sending() uint64 { return q.sends.Add(1) }
 
 // Status returns the server's limit as the quota states it (its rate, in
 // requests a second; 0 if unknown) and the rate it paces at now, at share

@@ -27,19 +27,20 @@ func drain(q *Quota, now time.Time, n int) []time.Duration {
 
 func TestQuotaPacesWhatIsLeftOverTheTimeLeft(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Remaining: 10, Reset: at(10 * time.Second)})
+	q.Sync(epoch, signals.Quota{Remaining: 10, Reset: at(10 * time.Second)}, 0, false)
 	waits := drain(&q, epoch, 3)
 	gap := 1 / (1 - Margin) // seconds
 	assert.InDelta(t, 0, waits[0].Seconds(), 1e-9)
 	assert.InDelta(t, gap, waits[1].Seconds(), 1e-3, "10 left in 10s: about one a second")
-	// Reserved at the same instant, the third counts 9 left over the same
-	// 10 seconds.
-	assert.InDelta(t, gap+gap*10/9, waits[2].Seconds(), 1e-3)
+	// Reserved at the same instant, the third counts 9 left over the 10
+	// seconds less the second's place: evenly spaced, as if each had
+	// come in its turn.
+	assert.InDelta(t, gap+(10-gap)/9/(1-Margin), waits[2].Seconds(), 1e-3)
 }
 
 func TestQuotaSpentWaitsForTheReset(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(5 * time.Second)})
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(5 * time.Second)}, 0, false)
 	wait, spent, took := q.Reserve(epoch, 1, false)
 	assert.Equal(t, 5*time.Second, wait)
 	assert.True(t, spent)
@@ -53,7 +54,7 @@ func TestQuotaCountsRequestsInFlight(t *testing.T) {
 	var q Quota
 	drain(&q, epoch, 3) // three requests out when the answer to an earlier one says 3 left
 	assert.Equal(t, 3, q.inflight)
-	q.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	q.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)}, 0, false)
 	_, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent, "the three in flight will take them")
 	q.Answered()
@@ -75,13 +76,13 @@ func TestQuotaInAFleetCountsTheOthersInFlight(t *testing.T) {
 		for range 2 { // two of this process's out before anything is known
 			q.Reserve(epoch, 0.25, true)
 		}
-		q.Sync(epoch, signals.Quota{Remaining: c.remaining, Reset: at(10 * time.Second)})
+		q.Sync(epoch, signals.Quota{Remaining: c.remaining, Reset: at(10 * time.Second)}, 0, false)
 		_, spent, _ := q.Reserve(epoch, 0.25, true)
 		assert.Equal(t, c.spent, spent, "%v left by the server's count, 2 of this process's and about 6 of the others' out", c.remaining)
 	}
 	var alone Quota
 	drain(&alone, epoch, 2)
-	alone.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)})
+	alone.Sync(epoch, signals.Quota{Remaining: 3, Reset: at(10 * time.Second)}, 0, false)
 	_, spent, _ := alone.Reserve(epoch, 1, false)
 	assert.False(t, spent, "alone, its own two are all that is out")
 }
@@ -89,7 +90,7 @@ func TestQuotaInAFleetCountsTheOthersInFlight(t *testing.T) {
 func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 	var q Quota
 	// Plenty left, but the server's limit is 10 a second.
-	q.Sync(epoch, signals.Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)})
+	q.Sync(epoch, signals.Quota{Limit: 100, Window: 10 * time.Second, Remaining: 1000, Reset: at(time.Second)}, 0, false)
 	waits := drain(&q, epoch, 3)
 	gap := 0.1 / (1 - Margin)
 	assert.InDelta(t, gap, waits[1].Seconds(), 1e-9)
@@ -105,7 +106,7 @@ func TestQuotaCeilingIsTheServersLimit(t *testing.T) {
 // latest.
 func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second})
+	q.Sync(epoch, signals.Quota{Remaining: 9, Reset: at(10 * time.Second), Slack: time.Second}, 0, false)
 	waits := drain(&q, epoch, 2)
 	assert.InDelta(t, 9.0/9/(1-Margin), waits[1].Seconds(), 1e-3)
 	drain(&q, epoch, 7)
@@ -113,7 +114,7 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 	assert.True(t, spent)
 	assert.Equal(t, 10*time.Second, wait, "until the reset")
 
-	q.Sync(at(10*time.Second), signals.Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second})
+	q.Sync(at(10*time.Second), signals.Quota{Remaining: 0, Reset: at(10 * time.Second), Slack: time.Second}, 0, false)
 	wait, spent, _ = q.Reserve(at(10*time.Second), 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, time.Second, wait, "still spent at the reset: until the latest")
@@ -125,7 +126,7 @@ func TestQuotaAimsBeforeASlackReset(t *testing.T) {
 // little.
 func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second})
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 3, Reset: at(time.Second), Slack: time.Second, Window: time.Second}, 0, false)
 	waits := drain(&q, epoch, 10)
 	gap := 0.01 / (1 - Margin)
 	for i, w := range waits {
@@ -138,7 +139,7 @@ func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 	for i, d := range []time.Duration{0, 100, 200, 800, 900, 950} {
 		now := at(d * time.Millisecond)
 		reset := at(time.Duration(1+i/3) * time.Second)
-		q.Sync(now, signals.Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second})
+		q.Sync(now, signals.Quota{Limit: 100, Remaining: 0, Reset: reset, Slack: time.Second}, 0, false)
 	}
 	assert.Equal(t, time.Second, q.window)
 	wait, spent, _ := q.Reserve(at(950*time.Millisecond), 1, false)
@@ -147,16 +148,56 @@ func TestQuotaShortWindowPacesAtItsLimit(t *testing.T) {
 }
 
 // A reset in whole seconds that moves with every response (a token
-// bucket's time to refill, rounded up) ends no window: its limit (a
-// burst, for such a server) gives no ceiling.
+// bucket's time to refill, rounded up) ends no window: its count rises
+// again before it has fallen by half (the bucket refills as it goes), so
+// that its limit (a burst, for such a server) gives no ceiling, and what
+// is left is not counted down.
 func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
 	var q Quota
-	for i := range 5 {
+	for i, remaining := range []float64{10, 9, 8, 7, 6, 10, 9, 10} {
 		now := at(time.Duration(i) * 10 * time.Millisecond)
-		q.Sync(now, signals.Quota{Limit: 11, Remaining: 10, Reset: now.Add(time.Second), Slack: time.Second})
+		q.Sync(now, signals.Quota{Limit: 11, Remaining: remaining, Reset: now.Add(time.Second), Slack: time.Second}, q.Sending(), false)
+		if i == 4 {
+			assert.InDelta(t, 11*(1-Margin), q.FleetPace(), 1e-9, "fallen by 4 with no rise: at most the limit over a second")
+		}
 	}
 	assert.Zero(t, q.window)
+	assert.True(t, q.refilled)
+	assert.Zero(t, q.FleetPace())
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
+}
+
+// A count of seconds to the reset that reads "1" at every answer (a
+// fixed window of a second opened by the first request after the last
+// one expired, as fastify's rate-limit plugin keeps it) bounds the
+// window: once the count has fallen with no rise, the limit over a
+// second paces the key, what is left is counted down, and the earliest
+// bound of the window's answers holds.
+func TestQuotaOneSecondResetsBoundTheWindow(t *testing.T) {
+	var q Quota
+	answer := func(d time.Duration, remaining float64, throttled bool) {
+		now := at(d)
+		q.Sync(now, signals.Quota{Limit: 100, Remaining: remaining, Reset: now.Add(time.Second), Slack: time.Second}, q.Sending(), throttled)
+	}
+	answer(0, 99, false) // the window opened with this request
+	assert.Zero(t, q.FleetPace(), "one answer: a window or a bucket")
+	for i := range 5 {
+		answer(time.Duration(i+1)*time.Millisecond, float64(98-i), false)
+	}
+	assert.Equal(t, at(time.Second), q.resetAt, "the first answer's bound holds")
+	waits := drain(&q, at(5*time.Millisecond), 3)
+	assert.InDelta(t, 0.01/(1-Margin), waits[1].Seconds(), 1e-3, "the limit over a second, less the margin")
+	answer(995*time.Millisecond, 0, false)
+	_, spent, _ := q.Reserve(at(995*time.Millisecond), 1, false)
+	assert.False(t, spent, "not held for a renewal before one was seen whole: a sliding window's count comes back as it goes")
+	answer(1010*time.Millisecond, 99, false) // a new window
+	assert.False(t, q.refilled, "it fell by all of its limit before it rose")
+	assert.True(t, q.renews)
+	assert.Equal(t, at(2010*time.Millisecond), q.resetAt)
+	answer(1990*time.Millisecond, 0, false)
+	wait, spent, _ := q.Reserve(at(1990*time.Millisecond), 1, false)
+	assert.True(t, spent)
+	assert.Equal(t, 20*time.Millisecond, wait, "spent until the window's first answer's bound, not a second from now")
 }
 
 // A window is learnt from the step between resets that stay put; the
@@ -166,7 +207,7 @@ func TestQuotaMovingResetsEndNoWindow(t *testing.T) {
 func TestQuotaLearnsTheWindow(t *testing.T) {
 	var q Quota
 	step := func(d time.Duration, remaining float64, reset time.Duration) {
-		q.Sync(at(d), signals.Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second})
+		q.Sync(at(d), signals.Quota{Limit: 60, Remaining: remaining, Reset: at(reset), Slack: time.Second}, 0, false)
 	}
 	step(0, 31, 4*time.Second)
 	step(time.Second, 30, 4*time.Second)
@@ -189,7 +230,7 @@ func TestQuotaLearnsTheWindow(t *testing.T) {
 
 func TestQuotaReleaseGivesBack(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Remaining: 1, Reset: at(10 * time.Second)})
+	q.Sync(epoch, signals.Quota{Remaining: 1, Reset: at(10 * time.Second)}, 0, false)
 	_, _, took := q.Reserve(epoch, 1, false)
 	assert.True(t, took)
 	_, spent, _ := q.Reserve(epoch, 1, false)
@@ -202,27 +243,27 @@ func TestQuotaReleaseGivesBack(t *testing.T) {
 func TestQuotaHostileOrBrokenResets(t *testing.T) {
 	var q Quota
 	// Spent until a reset ten years out: held an hour at most.
-	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)})
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(10 * 365 * 24 * time.Hour)}, 0, false)
 	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, gate.MaxPause, wait)
 
 	// Spent with a reset already past: a one-second hint, not a licence.
 	q = Quota{}
-	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)})
+	q.Sync(epoch, signals.Quota{Remaining: 0, Reset: at(-time.Minute)}, 0, false)
 	wait, spent, _ = q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, hint, wait)
 
 	// signals.Quota left but no reset: nothing to pace by.
 	q = Quota{}
-	q.Sync(epoch, signals.Quota{Remaining: 5})
+	q.Sync(epoch, signals.Quota{Remaining: 5}, 0, false)
 	assert.Equal(t, []time.Duration{0, 0, 0}, drain(&q, epoch, 3))
 }
 
 func TestQuotaExhaust(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Remaining: 50, Reset: at(time.Minute)})
+	q.Sync(epoch, signals.Quota{Remaining: 50, Reset: at(time.Minute)}, 0, false)
 	q.Exhaust(at(10 * time.Second))
 	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
@@ -235,11 +276,11 @@ func TestQuotaExhaust(t *testing.T) {
 // after a hint's second.
 func TestQuotaOfABucketSpentWaitsForOneUnit(t *testing.T) {
 	var q Quota
-	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 0, Reset: at(30 * time.Second), Refill: true})
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 0, Reset: at(30 * time.Second), Refill: true}, 0, false)
 	wait, spent, _ := q.Reserve(epoch, 1, false)
 	assert.True(t, spent)
 	assert.Equal(t, 300*time.Millisecond, wait, "30 s for 100: one back in 300 ms")
-	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 40, Reset: at(18 * time.Second), Refill: true})
+	q.Sync(epoch, signals.Quota{Limit: 100, Remaining: 40, Reset: at(18 * time.Second), Refill: true}, 0, false)
 	assert.Zero(t, q.SpentUntil(), "some left: not counted down to the time it is full")
 }
 

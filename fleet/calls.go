@@ -112,6 +112,7 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 	// abandoned.
 	timer := time.NewTimer(f.timeout)
 	defer timer.Stop()
+	var until time.Time // while its round trip is late: how long it may wait on
 	for {
 		select {
 		case r := <-c.done:
@@ -149,22 +150,36 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 				timer.Reset(left) // queued, or sent since: its round trip has time left
 				continue
 			}
+			// Its round trip is late. If Redis has answered this round
+			// trip or one that went after it (served), Redis is there and
+			// something of this round trip's own holds it (a busy process
+			// that reads the answer late, one slow node): its booking is
+			// likely made, and it waits on, up to slowWaits times its
+			// timeout, rather than send on its own beside the fleet's
+			// schedule; then it goes on alone, the breaker closed. Until
+			// then, answers to round trips that went before this one
+			// prove nothing: Redis may have frozen just after one. So it
+			// waits on only while Redis answers something at least every
+			// silence (its timeout, at most maxSilence), and fails,
+			// opening the breaker, once Redis has been silent that long:
+			// a frozen Redis holds it at most maxSilence past its
+			// deadline, however long the timeout.
+			now := time.Now()
 			err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
-			silent := time.Since(time.Unix(0, f.batch.answered.Load())) >= f.timeout
-			if silent || probe {
-				// Redis has answered nothing for a timeout: it is down
-				// or hung, not slow for this call alone.
+			served, quiet := f.batch.answers(c.trip.Load(), now)
+			silence := min(f.timeout, maxSilence)
+			if probe || !served && quiet >= silence {
 				observed(f.failed(err))
 				return nil, err
 			}
-			// Redis answered other round trips meanwhile: a busy process,
-			// or one slow node, delays this one, whose booking is likely
-			// made. It waits on, up to slowWaits times its deadline,
-			// rather than send on its own beside the fleet's schedule;
-			// then it goes on alone, the breaker closed.
-			if extra := time.Duration(slowWaits-1) * f.timeout; !c.extended {
-				c.extended = true
-				timer.Reset(extra)
+			if until.IsZero() {
+				until = time.Unix(0, due).Add(time.Duration(slowWaits-1) * f.timeout)
+			}
+			if wait := until.Sub(now); wait > 0 {
+				if !served {
+					wait = min(wait, silence-quiet) // to ask again when the silence would be long enough
+				}
+				timer.Reset(wait)
 				continue
 			}
 			observed(err)

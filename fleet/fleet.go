@@ -64,9 +64,13 @@
 // one, so that the fleet's schedule counts them. A call that times out
 // while Redis answers others (a busy process, one slow node) waits on, up
 // to four timeouts, for its round trip, and then goes on alone, the
-// breaker closed. Each change is logged once, at Warn, and reported to
-// [WithOnChange]. No request fails because of Redis, nor waits longer
-// than its share of these timeouts.
+// breaker closed; but until Redis has answered its round trip or one sent
+// after it, only while Redis answers something at least every 50ms (every
+// timeout, if shorter): an answer to a round trip sent before its own may
+// be Redis's last before it froze. A frozen Redis thus holds no call more
+// than 50ms past its deadline, whatever the timeout. Each change is
+// logged once, at Warn, and reported to [WithOnChange]. No request fails
+// because of Redis, nor waits longer than its share of these timeouts.
 //
 // # Failover
 //

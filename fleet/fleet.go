@@ -56,10 +56,11 @@
 // where the fleet's last booking for it left off (no burst of its own on
 // top of the fleet's); then one call probes Redis (after 100ms, backing
 // off to 300ms), and the fleet is back on shared state as soon as one
-// succeeds. A probe that gets no turn within the timeout fails unsent, as
-// one sent would: the round trips out are held by a Redis that answers
-// nothing (a frozen or unreachable one holds them until the client's read
-// timeout, 5 seconds by go-redis's default). The sends a process made on
+// succeeds. The calls queued for a turn when the breaker opens go on
+// alone at once, and a probe that gets no turn within the timeout fails
+// unsent, as one sent would: the round trips out are held by a Redis that
+// answers nothing (a frozen or unreachable one holds them until the
+// client's read timeout, 5 seconds by go-redis's default). The sends a process made on
 // its own are booked with its next booking of the key, after its own last
 // one, so that the fleet's schedule counts them. A call that times out
 // while Redis answers others (a busy process, one slow node) waits on, up
@@ -189,9 +190,10 @@ type Fleet struct {
 	observers atomic.Pointer[Observer] // what Observe added, joined; nil if none
 
 	mu      sync.Mutex
-	closed  bool      // Close was called: no flush starts
-	down    bool      // the breaker is open
-	probeAt time.Time // when open: when the next probe may go
+	closed  bool          // Close was called: no flush starts
+	down    bool          // the breaker is open
+	opened  chan struct{} // closed when the breaker opens, to free the calls queued; nil until a call asks
+	probeAt time.Time     // when open: when the next probe may go
 	backoff time.Duration
 	probing bool // a probe is out
 }

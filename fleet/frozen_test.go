@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -213,14 +214,8 @@ func TestALateCallTellsAFrozenRedisFromASlowOne(t *testing.T) {
 			t.Cleanup(func() { _ = rdb.Close() })
 			f := newFleet(t, rdb, fleet.WithNamespace(uniqueNamespace(t)), fleet.WithLease(0), fleet.WithTimeout(timeout))
 			warm(t, f)
-			reserve := func(key string) <-chan error {
-				done := make(chan error, 1)
-				go func() {
-					_, err := f.Reserve(ctx, key, r)
-					done <- err
-				}()
-				return done
-			}
+			openConns(t, rdb, 2) // so that no connection is opened while the proxy holds it
+			reserve := func(key string) <-chan error { return reserveAsync(f, key, r) }
 
 			p.holdAll()
 			a := reserve("a") // round trip A
@@ -257,6 +252,82 @@ func TestALateCallTellsAFrozenRedisFromASlowOne(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Calls queued behind two round trips that Redis does not answer go on
+// alone as soon as the breaker opens, not at their own next timeout: with
+// a timeout of 400ms and two round trips of 512 calls held (given 51 and
+// 102ms more for their length), calls queued just after them return
+// within 50ms of the breaker's opening, at about the timeout and 50ms,
+// rather than at two timeouts.
+func TestQueuedCallsGoAloneWhenTheBreakerOpens(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	r := fleetapi.Request{PerSecond: 1e6, Burst: 1e6, MaxWait: -1}
+	srv := startRedis(t)
+	p := startHoldProxy(t, srv.addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr}) // go-redis's defaults, as a user's
+	t.Cleanup(func() { _ = rdb.Close() })
+	var openedAt atomic.Int64
+	f := newFleet(t, rdb, fleet.WithNamespace(uniqueNamespace(t)), fleet.WithLease(0), fleet.WithTimeout(timeout),
+		fleet.WithOnChange(func(ok bool, _ error) {
+			if !ok {
+				openedAt.CompareAndSwap(0, time.Now().UnixNano())
+			}
+		}))
+	warm(t, f)
+	trips, _ := fleet.RoundTrips(f)
+	reserve := func(key string) <-chan error { return reserveAsync(f, key, r) }
+
+	openConns(t, rdb, 2) // so that no connection is opened while the proxy holds it
+	p.holdAll()
+	first := []<-chan error{reserve("a0")} // round trip A0, one call
+	p.waitHeld(t, 1)
+	first = append(first, reserve("b0")) // B0, one call
+	held := p.waitHeld(t, 2)
+	var long []<-chan error // the next two round trips, 512 calls each
+	for i := range 1024 {
+		long = append(long, reserve(fmt.Sprint("k", i)))
+	}
+	for fleet.Queued(f) < 1024 {
+		time.Sleep(time.Millisecond) // real goroutines queueing: no fake time here
+	}
+	p.pass(held[0])
+	p.pass(held[1])
+	for _, done := range first {
+		require.NoError(t, <-done, "A0 and B0 answered")
+	}
+	for n, _ := fleet.RoundTrips(f); n < trips+4; n, _ = fleet.RoundTrips(f) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Zero(t, fleet.Queued(f), "the 1,024 calls in two round trips")
+	start := time.Now()
+	var queued []<-chan error
+	for i := range 8 {
+		queued = append(queued, reserve(fmt.Sprint("q", i)))
+	}
+	var worst time.Duration
+	for _, done := range queued {
+		assert.ErrorIs(t, <-done, fleet.ErrUnavailable)
+		worst = max(worst, time.Since(start))
+	}
+	for _, done := range long {
+		assert.ErrorIs(t, <-done, fleet.ErrTimeout)
+	}
+	require.NotZero(t, openedAt.Load(), "the breaker opened")
+	opened := time.Unix(0, openedAt.Load()).Sub(start)
+	t.Logf("the breaker opened %v after the calls queued; the last of them returned after %v", opened.Round(time.Millisecond), worst.Round(time.Millisecond))
+	assert.Less(t, worst, opened+50*time.Millisecond, "a queued call returned more than 50ms after the breaker opened")
+}
+
+// reserveAsync books a send of key on its own goroutine, and returns
+// where its error comes.
+func reserveAsync(f *fleet.Fleet, key string, r fleetapi.Request) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Reserve(ctx, key, r)
+		done <- err
+	}()
+	return done
 }
 
 // holdProxy is a TCP proxy to a Redis that holds, on each connection
@@ -368,6 +439,26 @@ func (p *holdProxy) waitHeld(t testing.TB, n int) []*heldConn {
 	}
 }
 
+// pass sends what c holds, and holds what comes next.
+func (p *holdProxy) pass(c *heldConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.passLocked(c)
+}
+
+// openConns has rdb open n connections to Redis, idle in its pool.
+func openConns(t testing.TB, rdb *redis.Client, n int) {
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		require.NoError(t, conns[i].Ping(ctx).Err())
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
 // release sends what c holds, and holds nothing more of it.
 func (p *holdProxy) release(c *heldConn) {
 	p.mu.Lock()
@@ -387,6 +478,10 @@ func (p *holdProxy) releaseAll() {
 
 func (p *holdProxy) releaseLocked(c *heldConn) {
 	c.held = false
+	p.passLocked(c)
+}
+
+func (p *holdProxy) passLocked(c *heldConn) {
 	if len(c.pending) > 0 {
 		_, _ = c.server.Write(c.pending)
 		c.pending = nil

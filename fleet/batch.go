@@ -27,8 +27,13 @@ const (
 	// trip of 512 calls is not taken for a failure when it is only long.
 	perCall = 100 * time.Microsecond
 	// slowWaits is how many timeouts in all a call waits for its round
-	// trip while Redis answers others: a slow round trip, not a failure.
+	// trip while Redis answers: a slow round trip, not a failure.
 	slowWaits = 4
+	// maxSilence is the longest Redis may answer nothing, while a call's
+	// round trip is late, before the call takes Redis for hung (or the
+	// timeout, if shorter): a frozen Redis must not hold a call much past
+	// its timeout, however long the timeout.
+	maxSilence = 50 * time.Millisecond
 )
 
 // scriptCall is one script call waiting for, or in, a round trip.
@@ -37,8 +42,8 @@ type scriptCall struct {
 	keys      []string
 	args      []any
 	due       atomic.Int64 // when its round trip times out, Unix nanoseconds; 0 while queued
+	trip      atomic.Int64 // the number of its round trip (see batcher.trips); 0 while queued
 	abandoned atomic.Bool  // its caller went on without it: not sent if still queued
-	extended  bool         // its caller waits past the deadline, Redis being there (see call)
 	done      chan reply   // the reply, once; buffered
 }
 
@@ -54,10 +59,11 @@ type batcher struct {
 	queue   []*scriptCall
 	running int // pipelines out, at most maxPipelines
 
-	answered atomic.Int64 // when Redis last answered a round trip, Unix nanoseconds
-	out      atomic.Int64 // script calls in round trips out
-	trips    atomic.Int64 // round trips made, for the tests
-	calls    atomic.Int64 // script calls they carried
+	answered     atomic.Int64 // when Redis last answered a round trip, Unix nanoseconds
+	answeredTrip atomic.Int64 // the number of the last round trip to go of those Redis answered
+	out          atomic.Int64 // script calls in round trips out
+	trips        atomic.Int64 // round trips made, which numbers them in the order they go
+	calls        atomic.Int64 // script calls they carried
 }
 
 // submit queues c, and starts a round trip for it unless maxPipelines are
@@ -117,10 +123,11 @@ func (f *Fleet) roundTrip(batch []*scriptCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	due := time.Now().Add(budget).UnixNano()
+	trip := f.batch.trips.Add(1)
 	for _, c := range batch {
+		c.trip.Store(trip)
 		c.due.Store(due)
 	}
-	f.batch.trips.Add(1)
 	f.batch.calls.Add(int64(len(batch)))
 	cmds := make([]*redis.Cmd, len(batch))
 	pipe := f.rdb.Pipeline()
@@ -145,7 +152,7 @@ func (f *Fleet) roundTrip(batch []*scriptCall) {
 	}
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err == nil || isRedisError(err) {
-			f.batch.answered.Store(time.Now().UnixNano()) // Redis is there
+			f.batch.answer(trip, time.Now()) // Redis is there
 			break
 		}
 	}
@@ -153,6 +160,23 @@ func (f *Fleet) roundTrip(batch []*scriptCall) {
 		res, err := cmds[i].Result()
 		c.done <- reply{ints(res), err}
 	}
+}
+
+// answer records that Redis answered round trip n at now.
+func (b *batcher) answer(n int64, now time.Time) {
+	b.answered.Store(now.UnixNano())
+	for {
+		last := b.answeredTrip.Load()
+		if last >= n || b.answeredTrip.CompareAndSwap(last, n) {
+			return
+		}
+	}
+}
+
+// answers reports, at now, whether Redis has answered round trip n or one
+// that went after it, and for how long it has answered nothing.
+func (b *batcher) answers(n int64, now time.Time) (served bool, quiet time.Duration) {
+	return b.answeredTrip.Load() >= n, now.Sub(time.Unix(0, b.answered.Load()))
 }
 
 // isRedisError reports whether err is a reply of Redis's (a script's

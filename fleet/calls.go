@@ -86,7 +86,7 @@ func (f *Fleet) run(ctx context.Context, op string, script *redis.Script, keys [
 
 // call is run without telling observers of a fallback.
 func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]int64, error) {
-	ok, probe := f.allow(time.Now())
+	ok, probe, opened := f.allow(time.Now())
 	if !ok {
 		return nil, errBreaker
 	}
@@ -105,13 +105,15 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 		}
 	}
 	// The timeout runs from the moment the call's round trip goes: a call
-	// that waits in the queue for its turn waits on, for the caller's
-	// context only. The deadline holds whatever client is passed in:
+	// that waits in the queue for its turn waits on, until the caller gives
+	// up or the breaker opens (a probe, made while it is open, a timeout at
+	// most). The deadline holds whatever client is passed in:
 	// go-redis does not stop a call at its context's deadline unless the
 	// client has ContextTimeoutEnabled, so a round trip that outlives it is
 	// abandoned.
 	timer := time.NewTimer(f.timeout)
 	defer timer.Stop()
+	var until time.Time // while its round trip is late: how long it may wait on
 	for {
 		select {
 		case r := <-c.done:
@@ -126,21 +128,15 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 			return r.v, nil
 		case <-timer.C:
 			due := c.due.Load()
-			if due == 0 && !f.Available() {
-				if probe {
-					// The round trips ahead hold both turns, stuck on a
-					// Redis that answers nothing (a frozen one holds them
-					// until the client's read timeout, 5 s by default):
-					// the probe fails, unsent, as one sent would at its
-					// deadline, rather than hold its request until a turn
-					// comes.
-					err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
-					observed(f.failed(err))
-					return nil, err
-				}
-				// Still queued, and a round trip failed meanwhile: go on
-				// alone, as a call the breaker holds does.
-				return nil, errBreaker
+			if due == 0 && probe && !f.Available() {
+				// The round trips ahead hold both turns, stuck on a Redis
+				// that answers nothing (a frozen one holds them until the
+				// client's read timeout, 5 s by default): the probe fails,
+				// unsent, as one sent would at its deadline, rather than
+				// hold its request until a turn comes.
+				err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
+				observed(f.failed(err))
+				return nil, err
 			}
 			if left := time.Until(time.Unix(0, due)); due == 0 || left > 0 {
 				if due == 0 {
@@ -149,26 +145,51 @@ func (f *Fleet) call(ctx context.Context, op string, script *redis.Script, keys 
 				timer.Reset(left) // queued, or sent since: its round trip has time left
 				continue
 			}
+			// Its round trip is late. If Redis has answered this round
+			// trip or one that went after it (served), Redis is there and
+			// something of this round trip's own holds it (a busy process
+			// that reads the answer late, one slow node): its booking is
+			// likely made, and it waits on, up to slowWaits times its
+			// timeout, rather than send on its own beside the fleet's
+			// schedule; then it goes on alone, the breaker closed. Until
+			// then, answers to round trips that went before this one
+			// prove nothing: Redis may have frozen just after one. So it
+			// waits on only while Redis answers something at least every
+			// silence (its timeout, at most maxSilence), and fails,
+			// opening the breaker, once Redis has been silent that long:
+			// a frozen Redis holds it at most maxSilence past its
+			// deadline, however long the timeout.
+			now := time.Now()
 			err := fmt.Errorf("%w: %w (%v)", ErrUnavailable, ErrTimeout, f.timeout)
-			silent := time.Since(time.Unix(0, f.batch.answered.Load())) >= f.timeout
-			if silent || probe {
-				// Redis has answered nothing for a timeout: it is down
-				// or hung, not slow for this call alone.
+			served, quiet := f.batch.answers(c.trip.Load(), now)
+			silence := min(f.timeout, maxSilence)
+			if probe || !served && quiet >= silence {
 				observed(f.failed(err))
 				return nil, err
 			}
-			// Redis answered other round trips meanwhile: a busy process,
-			// or one slow node, delays this one, whose booking is likely
-			// made. It waits on, up to slowWaits times its deadline,
-			// rather than send on its own beside the fleet's schedule;
-			// then it goes on alone, the breaker closed.
-			if extra := time.Duration(slowWaits-1) * f.timeout; !c.extended {
-				c.extended = true
-				timer.Reset(extra)
+			if until.IsZero() {
+				until = time.Unix(0, due).Add(time.Duration(slowWaits-1) * f.timeout)
+			}
+			if wait := until.Sub(now); wait > 0 {
+				if !served {
+					wait = min(wait, silence-quiet) // to ask again when the silence would be long enough
+				}
+				timer.Reset(wait)
 				continue
 			}
 			observed(err)
 			return nil, err
+		case <-opened:
+			// The breaker opened: a round trip failed, or Redis went
+			// silent, while this call waited. Still queued, it goes on
+			// alone at once, as a call the breaker holds does: the round
+			// trips ahead may be stuck on a Redis that answers nothing,
+			// and its own timer may fire only a timeout from now. Sent,
+			// it waits for its own round trip's answer or deadline.
+			if c.due.Load() == 0 {
+				return nil, errBreaker
+			}
+			opened = nil
 		case <-ctx.Done():
 			// The caller gave up: Redis is not to blame. A probe gives its
 			// turn to the next call.
@@ -200,19 +221,22 @@ func ints(res any) []int64 {
 }
 
 // allow reports whether a Redis call may go at now: the breaker is
-// closed, or it is open, its wait is over, and no other probe is out; then
-// the call is the probe.
-func (f *Fleet) allow(now time.Time) (ok, probe bool) {
+// closed, and opened is closed when it next opens; or it is open, its
+// wait is over, and no other probe is out; then the call is the probe.
+func (f *Fleet) allow(now time.Time) (ok, probe bool, opened <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.down {
-		return true, false
+		if f.opened == nil {
+			f.opened = make(chan struct{})
+		}
+		return true, false, f.opened
 	}
 	if f.probing || now.Before(f.probeAt) {
-		return false, false
+		return false, false, nil
 	}
 	f.probing = true
-	return true, true
+	return true, true, nil
 }
 
 // failed opens the breaker, or backs off when a probe failed, and
@@ -223,6 +247,10 @@ func (f *Fleet) failed(err error) error {
 	switch {
 	case !f.down:
 		f.down, f.backoff = true, probeFirst
+		if f.opened != nil {
+			close(f.opened) // the calls still queued go on alone
+			f.opened = nil
+		}
 	case f.probing:
 		f.probing, f.backoff = false, min(2*f.backoff, probeLast)
 	default: // a call that was out when the breaker opened

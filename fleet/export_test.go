@@ -93,3 +93,10 @@ func clocked(t testing.TB, src string) string {
 // Channel returns the channel on which key's pauses and congestion events
 // are published, under namespace ns.
 func Channel(ns, key string) string { return (&Fleet{ns: ns}).channel(key) }
+
+// Queued returns how many of f's script calls wait for a round trip.
+func Queued(f *Fleet) int {
+	f.batch.mu.Lock()
+	defer f.batch.mu.Unlock()
+	return len(f.batch.queue)
+}

@@ -56,17 +56,22 @@
 // where the fleet's last booking for it left off (no burst of its own on
 // top of the fleet's); then one call probes Redis (after 100ms, backing
 // off to 300ms), and the fleet is back on shared state as soon as one
-// succeeds. A probe that gets no turn within the timeout fails unsent, as
-// one sent would: the round trips out are held by a Redis that answers
-// nothing (a frozen or unreachable one holds them until the client's read
-// timeout, 5 seconds by go-redis's default). The sends a process made on
+// succeeds. The calls queued for a turn when the breaker opens go on
+// alone at once, and a probe that gets no turn within the timeout fails
+// unsent, as one sent would: the round trips out are held by a Redis that
+// answers nothing (a frozen or unreachable one holds them until the
+// client's read timeout, 5 seconds by go-redis's default). The sends a process made on
 // its own are booked with its next booking of the key, after its own last
 // one, so that the fleet's schedule counts them. A call that times out
 // while Redis answers others (a busy process, one slow node) waits on, up
 // to four timeouts, for its round trip, and then goes on alone, the
-// breaker closed. Each change is logged once, at Warn, and reported to
-// [WithOnChange]. No request fails because of Redis, nor waits longer
-// than its share of these timeouts.
+// breaker closed; but until Redis has answered its round trip or one sent
+// after it, only while Redis answers something at least every 50ms (every
+// timeout, if shorter): an answer to a round trip sent before its own may
+// be Redis's last before it froze. A frozen Redis thus holds no call more
+// than 50ms past its deadline, whatever the timeout. Each change is
+// logged once, at Warn, and reported to [WithOnChange]. No request fails
+// because of Redis, nor waits longer than its share of these timeouts.
 //
 // # Failover
 //
@@ -185,9 +190,10 @@ type Fleet struct {
 	observers atomic.Pointer[Observer] // what Observe added, joined; nil if none
 
 	mu      sync.Mutex
-	closed  bool      // Close was called: no flush starts
-	down    bool      // the breaker is open
-	probeAt time.Time // when open: when the next probe may go
+	closed  bool          // Close was called: no flush starts
+	down    bool          // the breaker is open
+	opened  chan struct{} // closed when the breaker opens, to free the calls queued; nil until a call asks
+	probeAt time.Time     // when open: when the next probe may go
 	backoff time.Duration
 	probing bool // a probe is out
 }

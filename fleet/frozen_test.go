@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A Redis frozen for 4 s (SIGSTOP: no connection is reset, as in a
@@ -178,4 +182,308 @@ func (c *redisCalls) since(frozen, thawed time.Time) (opened bool, back time.Dur
 		}
 	}
 	return opened, back
+}
+
+// A call whose round trip Redis has not answered by its deadline waits on
+// only while Redis serves what went after it: with a timeout of 400ms,
+// round trip A out, round trip B sent after it, and A answered after B
+// went (at once, or 20ms before B's deadline), a Redis frozen then holds
+// B's call no longer than the timeout and 100ms, and the breaker opens;
+// a Redis that answers a round trip sent after B while B is held (one
+// slow node) keeps B's call waiting on, and answered, the breaker closed.
+// Which round trip Redis answers is ordered by a proxy that holds each
+// connection's requests until released.
+func TestALateCallTellsAFrozenRedisFromASlowOne(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	r := fleetapi.Request{PerSecond: 1000, Burst: 1000, MaxWait: -1}
+	for _, c := range []struct {
+		name     string
+		answerA  time.Duration // when A is answered, after B went; 0 at once
+		frozen   bool          // Redis is frozen once A is answered; else B is answered at 1.5 timeouts
+		bound    time.Duration // B's call returns within this
+		answered bool          // B's call is answered
+	}{
+		{"frozen after answering A at once", 0, true, timeout + 100*time.Millisecond, false},
+		{"frozen after answering A just before B's deadline", timeout - 20*time.Millisecond, true, timeout + 100*time.Millisecond, false},
+		{"alive, B held, a round trip after B answered", 0, false, 2 * timeout, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := startRedis(t)
+			p := startHoldProxy(t, srv.addr)
+			rdb := redis.NewClient(&redis.Options{Addr: p.addr}) // go-redis's defaults, as a user's
+			t.Cleanup(func() { _ = rdb.Close() })
+			f := newFleet(t, rdb, fleet.WithNamespace(uniqueNamespace(t)), fleet.WithLease(0), fleet.WithTimeout(timeout))
+			warm(t, f)
+			openConns(t, rdb, 2) // so that no connection is opened while the proxy holds it
+			reserve := func(key string) <-chan error { return reserveAsync(f, key, r) }
+
+			p.holdAll()
+			a := reserve("a") // round trip A
+			connA := p.waitHeld(t, 1)[0]
+			startB := time.Now()
+			b := reserve("b") // round trip B, sent after A
+			p.waitHeld(t, 2)
+			var after <-chan error
+			if !c.frozen {
+				after = reserve("c") // queued: it goes once A is answered, after B, on A's connection
+			}
+			time.Sleep(time.Until(startB.Add(c.answerA)))
+			p.release(connA)
+			require.NoError(t, <-a, "A answered")
+			if c.frozen {
+				srv.signal(t, syscall.SIGSTOP)
+				p.releaseAll() // B reaches a Redis that answers nothing
+			} else {
+				require.NoError(t, <-after, "the round trip after B answered")
+				time.Sleep(time.Until(startB.Add(timeout * 3 / 2)))
+				p.releaseAll()
+			}
+			err := <-b
+			took := time.Since(startB)
+			t.Logf("B's call returned after %v: %v", took.Round(time.Millisecond), err)
+			assert.LessOrEqual(t, took, c.bound, "B's call waited on Redis")
+			if c.answered {
+				assert.NoError(t, err)
+				assert.Greater(t, took, timeout, "B's call waited on past its deadline")
+				assert.True(t, f.Available(), "the breaker closed")
+			} else {
+				assert.ErrorIs(t, err, fleet.ErrTimeout)
+				assert.False(t, f.Available(), "the breaker open")
+			}
+		})
+	}
+}
+
+// Calls queued behind two round trips that Redis does not answer go on
+// alone as soon as the breaker opens, not at their own next timeout: with
+// a timeout of 400ms and two round trips of 512 calls held (given 51 and
+// 102ms more for their length), calls queued just after them return
+// within 50ms of the breaker's opening, at about the timeout and 50ms,
+// rather than at two timeouts.
+func TestQueuedCallsGoAloneWhenTheBreakerOpens(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	r := fleetapi.Request{PerSecond: 1e6, Burst: 1e6, MaxWait: -1}
+	srv := startRedis(t)
+	p := startHoldProxy(t, srv.addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr}) // go-redis's defaults, as a user's
+	t.Cleanup(func() { _ = rdb.Close() })
+	var openedAt atomic.Int64
+	f := newFleet(t, rdb, fleet.WithNamespace(uniqueNamespace(t)), fleet.WithLease(0), fleet.WithTimeout(timeout),
+		fleet.WithOnChange(func(ok bool, _ error) {
+			if !ok {
+				openedAt.CompareAndSwap(0, time.Now().UnixNano())
+			}
+		}))
+	warm(t, f)
+	trips, _ := fleet.RoundTrips(f)
+	reserve := func(key string) <-chan error { return reserveAsync(f, key, r) }
+
+	openConns(t, rdb, 2) // so that no connection is opened while the proxy holds it
+	p.holdAll()
+	first := []<-chan error{reserve("a0")} // round trip A0, one call
+	p.waitHeld(t, 1)
+	first = append(first, reserve("b0")) // B0, one call
+	held := p.waitHeld(t, 2)
+	var long []<-chan error // the next two round trips, 512 calls each
+	for i := range 1024 {
+		long = append(long, reserve(fmt.Sprint("k", i)))
+	}
+	for fleet.Queued(f) < 1024 {
+		time.Sleep(time.Millisecond) // real goroutines queueing: no fake time here
+	}
+	p.pass(held[0])
+	p.pass(held[1])
+	for _, done := range first {
+		require.NoError(t, <-done, "A0 and B0 answered")
+	}
+	for n, _ := fleet.RoundTrips(f); n < trips+4; n, _ = fleet.RoundTrips(f) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Zero(t, fleet.Queued(f), "the 1,024 calls in two round trips")
+	start := time.Now()
+	var queued []<-chan error
+	for i := range 8 {
+		queued = append(queued, reserve(fmt.Sprint("q", i)))
+	}
+	var worst time.Duration
+	for _, done := range queued {
+		assert.ErrorIs(t, <-done, fleet.ErrUnavailable)
+		worst = max(worst, time.Since(start))
+	}
+	for _, done := range long {
+		assert.ErrorIs(t, <-done, fleet.ErrTimeout)
+	}
+	require.NotZero(t, openedAt.Load(), "the breaker opened")
+	opened := time.Unix(0, openedAt.Load()).Sub(start)
+	t.Logf("the breaker opened %v after the calls queued; the last of them returned after %v", opened.Round(time.Millisecond), worst.Round(time.Millisecond))
+	assert.Less(t, worst, opened+50*time.Millisecond, "a queued call returned more than 50ms after the breaker opened")
+}
+
+// reserveAsync books a send of key on its own goroutine, and returns
+// where its error comes.
+func reserveAsync(f *fleet.Fleet, key string, r fleetapi.Request) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Reserve(ctx, key, r)
+		done <- err
+	}()
+	return done
+}
+
+// holdProxy is a TCP proxy to a Redis that holds, on each connection
+// while it is held, what the client sends: a test orders the round trips
+// Redis answers.
+type holdProxy struct {
+	addr string
+	mu   sync.Mutex
+	hold bool        // new connections start held
+	held []*heldConn // the connections holding bytes, in the order they began to
+	all  []*heldConn
+}
+
+// heldConn is one connection of a holdProxy.
+type heldConn struct {
+	client, server net.Conn
+	held           bool   // what the client sends is kept in pending
+	pending        []byte // held, to be sent on release
+	listed         bool   // in holdProxy.held
+}
+
+// startHoldProxy starts a holdProxy to addr, holding nothing, closed when
+// t ends.
+func startHoldProxy(t testing.TB, addr string) *holdProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &holdProxy{addr: l.Addr().String()}
+	t.Cleanup(func() {
+		_ = l.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.all {
+			_ = c.client.Close()
+			_ = c.server.Close()
+		}
+	})
+	go func() {
+		for {
+			client, err := l.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			p.mu.Lock()
+			c := &heldConn{client: client, server: server, held: p.hold}
+			p.all = append(p.all, c)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
+			go p.forward(c)
+		}
+	}()
+	return p
+}
+
+// forward sends what c's client sends to its server, or holds it.
+func (p *holdProxy) forward(c *heldConn) {
+	defer c.server.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.client.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if c.held {
+				if !c.listed {
+					c.listed = true
+					p.held = append(p.held, c)
+				}
+				c.pending = append(c.pending, buf[:n]...)
+			} else {
+				_, _ = c.server.Write(buf[:n])
+			}
+			p.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// holdAll holds every connection, and those to come.
+func (p *holdProxy) holdAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = true
+	for _, c := range p.all {
+		c.held = true
+	}
+}
+
+// waitHeld waits, at most 5 seconds, until n connections hold bytes, and
+// returns them in the order they began to.
+func (p *holdProxy) waitHeld(t testing.TB, n int) []*heldConn {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		held := slices.Clone(p.held)
+		p.mu.Unlock()
+		if len(held) >= n {
+			return held
+		}
+		require.True(t, time.Now().Before(deadline), "%d connections hold bytes, not %d", len(held), n)
+		time.Sleep(time.Millisecond) // a real proxy: no fake time here
+	}
+}
+
+// pass sends what c holds, and holds what comes next.
+func (p *holdProxy) pass(c *heldConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.passLocked(c)
+}
+
+// openConns has rdb open n connections to Redis, idle in its pool.
+func openConns(t testing.TB, rdb *redis.Client, n int) {
+	t.Helper()
+	conns := make([]*redis.Conn, n)
+	for i := range conns {
+		conns[i] = rdb.Conn()
+		require.NoError(t, conns[i].Ping(ctx).Err())
+	}
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+}
+
+// release sends what c holds, and holds nothing more of it.
+func (p *holdProxy) release(c *heldConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseLocked(c)
+}
+
+// releaseAll releases every connection, and holds no new one.
+func (p *holdProxy) releaseAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hold = false
+	for _, c := range p.all {
+		p.releaseLocked(c)
+	}
+}
+
+func (p *holdProxy) releaseLocked(c *heldConn) {
+	c.held = false
+	p.passLocked(c)
+}
+
+func (p *holdProxy) passLocked(c *heldConn) {
+	if len(c.pending) > 0 {
+		_, _ = c.server.Write(c.pending)
+		c.pending = nil
+	}
 }

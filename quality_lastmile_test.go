@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,4 +144,48 @@ func TestControlQualityStatedWindows(t *testing.T) {
 		t.Logf("%s (oracle %.2f %.1f%% p99 %v), seeds 1 to 5: %s", sc.name, told.utilization, 100*told.rejected,
 			roundDuration(told.p99), strings.Join(lines, "; "))
 	}
+}
+
+// staleScenario is issue 37's stale memory: a server that refuses with a
+// bare 429 past a burst of 3, at 40 a second, where the process before
+// the restart was allowed 100 (the 16 workers and 8 s of the bench).
+var staleScenario = scenario{name: "bare 429, burst 3, 100 then 40", limiter: func() limiter { return &tokenBucket{burst: 3} },
+	schedule: []step{{0, 40}}, length: 8 * time.Second, stale: 2.5}
+
+// refusedFrom returns the refusals the run's server counted, and what it
+// accepted from from on over what its limit allowed then.
+func refusedFrom(r result, sc scenario, from time.Duration) (refused int, utilization float64) {
+	var accepted, allowed float64
+	for bin := range len(r.server.accepted) {
+		refused += r.server.rejected[bin]
+		if at := time.Duration(bin) * qualityBin; at >= from && at < sc.length {
+			accepted += float64(r.server.accepted[bin])
+			allowed += r.server.limitAt(at) * qualityBin.Seconds()
+		}
+	}
+	return refused, accepted / allowed
+}
+
+// TestStaleMemoryCostsNoMoreThanAColdStart restarts a process that
+// remembers 100 a second against the same server, now at 40 (see
+// staleScenario), and holds it to issue 37's numbers: over nine runs, the
+// median of its refusals is at most a cold start's + 4, and from the
+// third second on it uses 0.85 of the new limit at least.
+func TestStaleMemoryCostsNoMoreThanAColdStart(t *testing.T) {
+	sc := staleScenario
+	var cold, stale []int
+	var lines []string
+	for seed := uint64(1); seed <= 9; seed++ {
+		c, _ := refusedFrom(sc.run(t, "polite", seed), sc, 0)
+		r := sc.run(t, "polite-memory-stale", seed)
+		s, u := refusedFrom(r, sc, 2*time.Second)
+		cold, stale = append(cold, c), append(stale, s)
+		lines = append(lines, fmt.Sprintf("cold %d, stale %d (%.2f from 2 s)", c, s, u))
+		assert.GreaterOrEqual(t, u, 0.85, "seed %d: utilization from the third second", seed)
+		assert.Zero(t, r.local, "seed %d: calls failed locally", seed)
+	}
+	t.Logf("refused: %s", strings.Join(lines, "; "))
+	slices.Sort(cold)
+	slices.Sort(stale)
+	assert.LessOrEqual(t, stale[4], cold[4]+4, "the median of the refusals: a stale memory's against a cold start's")
 }

@@ -242,6 +242,7 @@ type scenario struct {
 	latency  time.Duration // round trip of every request; qualityLatency if 0
 	loaded   time.Duration // the mean delay a loaded machine adds each way (see limitServer.load); 0: none
 	headers  bool          // the server states its limit in headers
+	stale    float64       // how many times its first limit the server allowed before polite-memory-stale's restart; 2 if 0
 }
 
 // result is what one client achieved in one scenario.
@@ -283,7 +284,7 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 		case "polite-memory":
 			memory = sc.learn(t, seed, 1)
 		case "polite-memory-stale":
-			memory = sc.learn(t, seed, 2)
+			memory = sc.learn(t, seed, cmp.Or(sc.stale, 2))
 		}
 		time.Sleep(phase(seed))
 		start := time.Now()

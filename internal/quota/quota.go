@@ -77,6 +77,7 @@ type Quota struct {
 	// last rose, and what it was when it last rose.
 	low, top  float64
 	seen      bool      // a count was read
+	counted   float64   // answers of the server's accepting since the count last rose (or was first read)
 	rose      bool      // the count rose once: the window the first answer found is over
 	lowSent   uint64    // sends when low was read: a request numbered above was sent after
 	bound     time.Time // the earliest reset stated since the count last rose: the latest the renewal may come
@@ -191,7 +192,7 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota, sent uint64, throttled 
 func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled bool) (rose bool) {
 	switch {
 	case !q.seen:
-		q.seen, q.opened = true, now
+		q.seen, q.opened, q.counted = true, now, 0
 		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
 	case sent > q.lowSent && (remaining > q.low || remaining == q.low && !throttled):
 		// Sent after the least count was read, and not below it: within
@@ -204,12 +205,20 @@ func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled b
 		}
 		q.rose = true
 		q.renews = q.renews || q.known && q.top-q.low >= q.limit/2 && remaining-q.low >= q.limit/2
-		q.opened = now
+		q.opened, q.counted = now, 0
 		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
 		return true
 	case remaining < q.low:
 		q.low, q.lowSent = remaining, q.sends.Load()
 		q.fell = q.fell || q.top-q.low >= falls
+	}
+	if !throttled {
+		// More accepted with no rise than the limit: no window of it
+		// holds them (throttled/throttled's X-RateLimit-Limit is its
+		// burst, refilled as it goes).
+		if q.counted++; q.known && q.counted > q.limit {
+			q.refilled = true
+		}
 	}
 	return false
 }

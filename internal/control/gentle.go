@@ -184,12 +184,15 @@ const (
 	waryBurst              // the server's burst is gentleBursty of its limit or more
 )
 
-// The values of Gentle.tight: of the requests a first contact sends at
-// once, the server refused one and let one through, not more (tightYes),
-// or refused one before any came back and may let one through
-// (tightMaybe); or it let more through (tightNo).
+// The values of Gentle.tight: not known yet (the key's first throttle
+// has not come); of the requests a first contact sends at once, the
+// server refused one and let one through, not more (tightYes), or refused
+// one before any came back and may let one through (tightMaybe); or it
+// let more through, or the first throttle came after a memory's limit
+// was forgotten (tightNo).
 const (
-	tightNo uint8 = iota
+	tightUnknown uint8 = iota
+	tightNo
 	tightMaybe
 	tightYes
 )

@@ -97,6 +97,7 @@ func (g *Gentle) tally(in *input) {
 		// The first contact's requests in flight at its first throttle:
 		// one through is no burst, more are one.
 		switch {
+		case g.tight < tightMaybe:
 		case g.limit >= gentleInitial:
 			g.tight = tightNo
 		case g.tight == tightMaybe:

@@ -208,8 +208,11 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			return true
 		default:
 			from, previous, past := g.state, g.limit, g.probing(n)
-			if from == unthrottled && g.accepted <= 1 {
-				g.tight = tightMaybe + uint8(g.accepted) // one passed, or none yet: the requests in flight tell (tally)
+			if from == unthrottled && g.tight == tightUnknown {
+				g.tight = tightNo // its first throttle will be no first contact's
+				if g.accepted <= 1 {
+					g.tight = tightMaybe + uint8(g.accepted) // one passed, or none yet: the requests in flight tell (tally)
+				}
 			}
 			g.recalled = 0 // measured since: no longer the memory's
 			g.limit = g.measure(n, past)

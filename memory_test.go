@@ -68,15 +68,10 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			}
 			if sc.name == "burst1" {
 				// Its limit is the machine's jitter's (see docs/bench.md): a warm
-				// start holds what the process before it measured over 20 s,
-				// refused as often. (Medians of 5 runs spread too far: cold 0.679
-				// against warm 0.635 once under -race in CI; of 11, warm minus
-				// cold -0.013 at worst in 6 runs.) A cold start finds the server
-				// takes no burst and holds at 0.9 of the rate its refusals began
-				// at (issue 37): 0.739 cold against 0.695-0.714 warm since, where
-				// the process before, over 20 s, let its hold's refusals lower
-				// what it kept.
-				assert.GreaterOrEqual(t, warm.utilization, cold.utilization-0.06)
+				// start holds a little more of it, refused as often. (Medians of
+				// 5 runs spread too far: cold 0.679 against warm 0.635 once under
+				// -race in CI; of 11, warm minus cold -0.013 at worst in 6 runs.)
+				assert.GreaterOrEqual(t, warm.utilization, cold.utilization-0.03)
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.005)
 			} else {
 				assert.GreaterOrEqual(t, warm.utilization, 0.97)
@@ -91,12 +86,8 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 				// spreads with the jitter: 0.64-0.69 cold, 0.58-0.66 stale.
 				// Refused: 1.72 and 1.93% stale against 1.44% cold in two
 				// runs; 2.05% against 1.43% in each of four since a limit
-				// just found is verified (2026-11-29). A cold start now finds
-				// the server takes no burst (0.739); a stale one's first throttle
-				// comes after its memory is forgotten, which tells nothing of
-				// the burst, and it holds where it measured, as before:
-				// 0.656-0.664.
-				margin, refusals = 0.1, 0.008
+				// just found is verified (2026-11-29).
+				margin, refusals = 0.08, 0.008
 			}
 			assert.GreaterOrEqual(t, stale.utilization, cold.utilization-margin, "stale: no worse than cold")
 			assert.LessOrEqual(t, stale.rejected, cold.rejected+refusals, "stale: no worse than cold")

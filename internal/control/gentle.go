@@ -39,7 +39,6 @@ const (
 	gentleFall      = 4.0         // an event while holding lowers W by this factor at most: a cut not enough shows the limit lower, not how much
 	gentleGrowth    = 2.0         // once W is measured, the rate grows to this many times the rate of responses at most: an unused rate does not inflate
 	gentleFloorSpan = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
-	gentleTight     = 0.9         // on a server with no burst, W is at least this share of the rate its refusals began at: a request a timer woke late is refused, a little below it none is
 )
 
 // Gentle is polite's default send-rate controller,
@@ -107,7 +106,6 @@ type Gentle struct {
 	fresh    bool  // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
 	queued   bool  // the last complete round of round trips stood above the base
 	crossed  bool  // the server was overdrawn as the epoch began (see crosses), and no lockout has followed
-	tight    uint8 // whether the server lets no burst through: tightYes once one request only of a first contact's first ones passed (see measure)
 	wary     uint8 // why a probe soon after a crossing would cost: waryCounts, waryBurst
 	recalled uint8 // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
 
@@ -182,19 +180,6 @@ const (
 const (
 	waryCounts = 1 << iota // the server counts refusals: refused twice in a row after an event
 	waryBurst              // the server's burst is gentleBursty of its limit or more
-)
-
-// The values of Gentle.tight: not known yet (the key's first throttle
-// has not come); of the requests a first contact sends at once, the
-// server refused one and let one through, not more (tightYes), or refused
-// one before any came back and may let one through (tightMaybe); or it
-// let more through, or the first throttle came after a memory's limit
-// was forgotten (tightNo).
-const (
-	tightUnknown uint8 = iota
-	tightNo
-	tightMaybe
-	tightYes
 )
 
 // The kinds of epoch startEpoch begins.

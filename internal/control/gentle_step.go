@@ -208,12 +208,6 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			return true
 		default:
 			from, previous, past := g.state, g.limit, g.probing(n)
-			if from == unthrottled && g.tight == tightUnknown {
-				g.tight = tightNo // its first throttle will be no first contact's
-				if g.accepted <= 1 {
-					g.tight = tightMaybe + uint8(g.accepted) // one passed, or none yet: the requests in flight tell (tally)
-				}
-			}
 			g.recalled = 0 // measured since: no longer the memory's
 			g.limit = g.measure(n, past)
 			settles := from == climbing || from != unthrottled && past
@@ -284,7 +278,6 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 func (g *Gentle) forget(n int64, stated float64) {
 	g.round, g.limit, g.stated, g.state = 0, 0, 0, unthrottled
 	g.fresh, g.queued, g.crossed, g.wary, g.recalled = false, false, false, 0, 0
-	g.tight = tightNo
 	g.dropped, g.settled, g.second, g.least, g.found = 0, 0, [5]uint16{}, 0, wholeSeconds(n)
 	g.startEpoch(n, rememberedEpoch)
 	g.stated = stated

@@ -575,36 +575,3 @@ func probeCrossed(t *testing.T, wary uint8) *Gentle {
 func TestGentleSize(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(Gentle{}), uintptr(176))
 }
-
-// A server that lets no burst through refuses the second of a first
-// contact's requests sent at once; there, what it accepted until a climb's
-// refusal is well below the rate its refusals began at, and W is
-// gentleTight of that rate at least. A server with a burst is measured as
-// before.
-func TestGentleTakesAServerWithNoBurstAtItsCrossing(t *testing.T) {
-	climb := func(firstAccepted int) (g *Gentle, crossing float64) {
-		g = NewGentle(epoch)
-		first := g.Sending()
-		sent(g, OK, first, 0, time.Millisecond, firstAccepted)
-		g.Observe(at(time.Millisecond), Throttled, 0, first, 0) // the first throttle: a floor
-		require.True(t, g.Enabled())
-		// The climb: each success at the rate it sends at, until that
-		// passes 100 a second, where the server refuses.
-		now := time.Millisecond
-		var mark Mark
-		for g.Rate() < 100 {
-			now += time.Duration(float64(time.Second) / g.Rate())
-			mark = g.Sending()
-			g.Observe(at(now), OK, 0, mark, 0)
-		}
-		crossing = g.Rate()
-		g.Observe(at(now+time.Millisecond), Throttled, 0, mark, 0) // refused as the climb crossed
-		return g, crossing
-	}
-	tight, crossing := climb(1)
-	assert.Equal(t, tightYes, tight.tight)
-	assert.InDelta(t, gentleTight*crossing, tight.Limit(), 1e-9, "W: %v of the %.0f a second it was crossed at", gentleTight, crossing)
-	loose, crossed := climb(11)
-	assert.Equal(t, tightNo, loose.tight)
-	assert.Less(t, loose.Limit(), gentleTight*crossed, "what was accepted, with a burst")
-}

@@ -16,8 +16,9 @@ import (
 // refilled it since the least count read before the request went. In a
 // window, the count only falls until the window renews whole; a bucket
 // gives back as it goes, and a count that rose before it fell by half the
-// limit (but in the window of the first answer, which may have been spent
-// before it or joined near its end) marks the quota as one that refills
+// limit (but in the window of the first answer, if that found the count
+// at half the limit or more: it may have been spent before it, or joined
+// near its end) marks the quota as one that refills
 // (refilled), whose counts of seconds to its reset bound nothing worth
 // counting down. It requires q.mu held.
 func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled bool) (rose bool) {
@@ -25,6 +26,10 @@ func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled b
 	case !q.seen:
 		q.seen, q.opened, q.counted = true, now, 0
 		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
+		// A first count under half the limit is no fresh window's: the
+		// first rise is judged as any other (a bucket whose burst is
+		// below its limit, as tollbooth's).
+		q.rose = q.known && remaining < q.limit/2
 	case sent > q.lowSent && (remaining > q.low || remaining == q.low && !throttled):
 		// Sent after the least count was read, and not below it: within
 		// a window, the server would have counted it (or refused it, at

@@ -140,8 +140,12 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota, sent uint64, throttled 
 	// one figure sure to hold: it is counted down however near the
 	// reset (loose). Not where the count refills as it goes, or the
 	// resets were seen to come before the renewal (truncated: they bound
-	// nothing); nor by a reset not ahead.
-	q.latest = q.known && q.windowed() && !q.early && !quota.Refill && ahead > 0
+	// nothing); nor by a reset not ahead; nor where the server states a
+	// window no longer than the reset's rounding (tollbooth's
+	// X-Rate-Limit-Duration: 1 beside a bucket's level): its rate paces
+	// it, and its reset says too little.
+	q.latest = q.known && q.windowed() && !q.early && !quota.Refill && ahead > 0 &&
+		(q.window == 0 || q.rated || !q.stated || q.window > quota.Slack)
 	q.loose = q.latest && !counted
 	counted = counted || q.latest
 	switch {

@@ -712,7 +712,7 @@ var qualityVariants = []struct {
 	{scenario{name: "throttled, L 10, burst 2, 200ms, 4 workers", limiter: func() limiter { return &throttledGCRA{maxBurst: 1} },
 		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond}, floor{0.8, 0.08, 1.1}},
 	{scenario{name: "httprate, L 10, 200ms, 4 workers", limiter: func() limiter { return &httprateWindow{} },
-		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond, headers: true}, floor{0.85, 0.05, 1.05}},
+		schedule: []step{{0, 10}}, length: 30 * time.Second, workers: 4, latency: 200 * time.Millisecond, headers: true}, floor{0.82, 0.05, 1.05}},
 	// 64 workers whose first contact meets a burst of 100: which of the
 	// estimates the climb from the floor ends on is the scheduler's (0.72
 	// to 0.92 over runs).
@@ -782,9 +782,13 @@ func TestControlQualityVariants(t *testing.T) {
 			// The server states its limit: the quota paces both, not
 			// their controllers, and they differ by how the run's
 			// goroutines were scheduled (0.917 against 0.920 once, 0.91
-			// against 0.87 another time), as on the bench's servers that
-			// state theirs (TestControlQuality).
-			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.03, v.name)
+			// against 0.87 another time, 0.857 against 0.89 under -race
+			// in CI), as on the bench's servers that state theirs
+			// (TestControlQuality). Since the quota follows the count
+			// (issue 37), httprate's sliding window is counted as a
+			// window's until its rises show it refills: 0.84-0.92 over
+			// runs (0.843 once under -race in CI), 0.90-0.91 before.
+			assert.GreaterOrEqual(t, polite.utilization, cubic.utilization-0.06, v.name)
 		case strings.HasPrefix(v.name, "tollbooth"):
 			// The quota is stated from the first answer, and paces both
 			// alike; AWS's controller sends its 64 callers' first requests

@@ -43,7 +43,7 @@ const statusAbandoned = 499
 // answers 429 with the same headers, Remaining 0 and no Retry-After.
 func startWindowAligned(cfg serverConfig) (*instance, error) {
 	origin := time.Now()
-	quota := max(1, int(math.Round(cfg.limit*alignedWindow.Seconds())))
+	quota := perWindow(cfg, alignedWindow)
 	f := &fixedWindow{origin: time.Unix(0, 0), window: alignedWindow, quota: quota}
 	return serveInProcess(f.limit, origin)
 }
@@ -75,7 +75,7 @@ func startWindowAligned(cfg serverConfig) (*instance, error) {
 // where within a millisecond a window ends.
 func startWindowSeconds(cfg serverConfig) (*instance, error) {
 	origin := time.Now()
-	quota := max(1, int(math.Round(cfg.limit*secondsWindow.Seconds())))
+	quota := perWindow(cfg, secondsWindow)
 	f := &firstRequestWindow{window: secondsWindow, quota: quota}
 	return serveInProcess(f.limit, origin)
 }
@@ -151,7 +151,7 @@ func seconds(n int) string {
 // for every held request to end.
 func startDelay(cfg serverConfig) (*instance, error) {
 	origin := time.Now()
-	quota := max(1, int(math.Round(cfg.limit*delayWindow.Seconds())))
+	quota := perWindow(cfg, delayWindow)
 	d := newDelayer(origin, delayWindow, delayStep, quota)
 	return serveInProcess(d.limit, origin, d.close)
 }

@@ -25,8 +25,12 @@ const burst = 10
 
 // perSecond returns the limit as the whole number of requests per second
 // the libraries take.
-func perSecond(cfg serverConfig) int {
-	return max(1, int(math.Round(cfg.limit)))
+func perSecond(cfg serverConfig) int { return perWindow(cfg, time.Second) }
+
+// perWindow returns the limit as the whole number of requests a window
+// allows, one at least.
+func perWindow(cfg serverConfig, window time.Duration) int {
+	return max(1, int(math.Round(cfg.limit*window.Seconds())))
 }
 
 // startHTTPRate starts go-chi/httprate: a sliding-window counter of L

@@ -77,7 +77,7 @@ func (b *bucket) limit(next http.Handler) http.Handler {
 // without Retry-After once a window is spent.
 func startGitHub(cfg serverConfig) (*instance, error) {
 	origin := time.Now()
-	quota := max(1, int(math.Round(cfg.limit*githubWindow.Seconds())))
+	quota := perWindow(cfg, githubWindow)
 	f := &fixedWindow{origin: origin, window: githubWindow, quota: quota, github: true}
 	return serveInProcess(f.limit, origin)
 }

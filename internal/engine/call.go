@@ -40,13 +40,12 @@ type Call struct {
 	// The permits of the attempt in flight, in the order of the gates
 	// that gave them.
 	quota  *quota.Quota // the request quota it counts in flight against
-	sentIn *quota.Quota // the request quota it was sent against, and sent the number it was sent as there (quota.Sending)
-	sent   uint64
-	hold   *quota.Hold // what it took of the quotas in other units
-	slot   *pace.Slots // the slot it holds among the key's requests in flight
-	gen    uint64      // the fleet's controller generation it was booked under
-	shared bool        // the fleet's shared controller paced it
-	booked bool        // the fleet booked its cost with its send
+	sent   uint64       // the number it was sent as in quota (quota.Sending)
+	hold   *quota.Hold  // what it took of the quotas in other units
+	slot   *pace.Slots  // the slot it holds among the key's requests in flight
+	gen    uint64       // the fleet's controller generation it was booked under
+	shared bool         // the fleet's shared controller paced it
+	booked bool         // the fleet booked its cost with its send
 
 	// What the attempt's sending told (see Sending).
 	mark     control.Mark // what the key's controller said as it was sent
@@ -115,7 +114,7 @@ func (c *Call) Drop() {
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {
 	c.mark, c.sentAt = control.NoMark, time.Time{}
-	c.sentIn, c.sent = c.quota, 0
+	c.sent = 0
 	if c.quota != nil {
 		c.sent = c.quota.Sending()
 	}

@@ -42,8 +42,9 @@ type Answer struct {
 // the edge settles once the response's body says what it actually cost
 // (nil if none: an estimate with nothing to settle it by stands).
 func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
-	if c.quota != nil {
-		c.quota.Answered()
+	placed := c.quota // the quota the attempt took a place in, its number there c.sent
+	if placed != nil {
+		placed.Answered()
 		c.quota = nil
 	}
 	if a.Failed {
@@ -68,7 +69,7 @@ func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
 		// A throttle of a request's cost is one of its key's requests
 		// too: where other clients spend the same quota unseen, the key's
 		// controller slows down for them.
-		stated := e.heed(c, k, s, a.Throttled, a.Now)
+		stated := e.heed(c, k, s, a.Throttled, a.Now, placed)
 		e.observe(c, k, a.Now, a.Outcome, stated)
 		e.tellFleet(c, k, a.Outcome)
 		if e.cfg.Memory != nil && (a.Throttled || s.HasQuota || a.HasRetryAfter) {
@@ -124,9 +125,10 @@ func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stat
 // call's route is then known to count against); a throttle with a
 // Retry-After that holds the key pauses the bucket, or the whole key if
 // the server named none or said the limit is global. (A quota reported
-// spent holds its calls through the quota itself.) It returns the limit
-// the quota states, in requests per second; 0 if it states none.
-func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now time.Time) (stated float64) {
+// spent holds its calls through the quota itself.) placed is the quota the
+// attempt took a place in (nil if none). It returns the limit the quota
+// states, in requests per second; 0 if it states none.
+func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now time.Time, placed *quota.Quota) (stated float64) {
 	var q *quota.Quota
 	switch {
 	case s.Bucket != "":
@@ -148,8 +150,8 @@ func (e *Engine) heed(c *Call, k *Key, s *signals.Signals, throttled bool, now t
 	switch {
 	case !s.HasQuota:
 	case reading.Unit == "":
-		var sent uint64
-		if c.sentIn == q {
+		var sent uint64 // the attempt's number in q, if it was sent against it
+		if placed == q {
 			sent = c.sent
 		}
 		stated = q.Sync(now, *reading, sent, throttled)

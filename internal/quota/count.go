@@ -23,25 +23,25 @@ import (
 // counting down. It requires q.mu held.
 func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled bool) (rose bool) {
 	switch {
-	case !q.seen:
-		q.seen, q.opened, q.counted = true, now, 0
+	case q.opened.IsZero():
+		q.opened, q.passed = now, 0
 		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
 		// A first count under half the limit is no fresh window's: the
 		// first rise is judged as any other (a bucket whose burst is
 		// below its limit, as tollbooth's).
-		q.rose = q.known && remaining < q.limit/2
+		q.judged = q.known && remaining < q.limit/2
 	case sent > q.lowSent && (remaining > q.low || remaining == q.low && !throttled):
 		// Sent after the least count was read, and not below it: within
 		// a window, the server would have counted it (or refused it, at
 		// none left).
 		// The first window may have been half spent before the first
 		// answer, or joined near its end: only a whole window tells.
-		if q.known && q.top-q.low < q.limit/2 && q.rose {
+		if q.known && q.top-q.low < q.limit/2 && q.judged {
 			q.refilled = true
 		}
-		q.rose = true
+		q.judged = true
 		q.renews = q.renews || q.known && q.top-q.low >= q.limit/2 && remaining-q.low >= q.limit/2
-		q.opened, q.counted = now, 0
+		q.opened, q.passed = now, 0
 		q.low, q.top, q.lowSent = remaining, remaining, q.sends.Load()
 		return true
 	case remaining < q.low:
@@ -52,7 +52,7 @@ func (q *Quota) count(now time.Time, remaining float64, sent uint64, throttled b
 		// More accepted with no rise than the limit: no window of it
 		// holds them (throttled/throttled's X-RateLimit-Limit is its
 		// burst, refilled as it goes).
-		if q.counted++; q.known && q.counted > q.limit {
+		if q.passed++; q.known && q.passed > q.limit {
 			q.refilled = true
 		}
 	}
@@ -78,7 +78,7 @@ func (q *Quota) bind(now time.Time, quota signals.Quota, rose bool) {
 	// The window's phase: a window that held a request the server
 	// counted by q.opened ends a window later at the latest, however its
 	// resets are rounded.
-	if end := q.opened.Add(q.window); q.window > 0 && !q.rated && !q.opened.IsZero() && end.After(now) && end.Before(q.bound) {
+	if end := q.opened.Add(q.window); q.window > 0 && !q.rated && end.After(now) && end.Before(q.bound) {
 		q.bound = end
 	}
 }

@@ -76,9 +76,8 @@ type Quota struct {
 	// How the count moves (see count): the least remaining read since it
 	// last rose, and what it was when it last rose.
 	low, top  float64
-	seen      bool      // a count was read
-	counted   float64   // answers of the server's accepting since the count last rose (or was first read)
-	rose      bool      // the count rose once: the window the first answer found is over
+	passed    float64   // answers of the server's accepting since the count last rose (or was first read)
+	judged    bool      // a rise is judged (see count): the window the first answer found is over, or was no fresh window's
 	lowSent   uint64    // sends when low was read: a request numbered above was sent after
 	bound     time.Time // the earliest reset stated since the count last rose: the latest the renewal may come
 	boundSent uint64    // sends when bound was seen passed: a request numbered above was sent after it
@@ -89,7 +88,7 @@ type Quota struct {
 	refilled  bool      // the count rose before it fell by half the limit: a bucket that refills as it goes, not a window
 	latest    bool      // what is left is spread until the latest the renewal may come, not the earliest
 	loose     bool      // latest, and counted only for it (a reset near against its rounding): held for once seen renewed whole
-	opened    time.Time // the first answer read of the window: the count's first, or the one that showed it rise
+	opened    time.Time // the first answer read of the window: the count's first, or the one that showed it rise; zero until a count is read
 	spread    float64   // while latest, the limit over the time its window's first answer saw to the renewal: the most a window is spent at
 }
 

@@ -120,3 +120,30 @@ func TestDebugQualityStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestDebugProbes runs TestProbesGrowSparserAsTheLimitStands's HAProxy
+// scenario QTRIES times (100 if unset; seeds 1 to 8 in turn) and prints
+// how many runs refused how many from 60 to 120 s, where the test allows
+// 10: its outliers are one run in 50 to 100, too rare for the test itself.
+func TestDebugProbes(t *testing.T) {
+	tries, _ := strconv.Atoi(cmp.Or(os.Getenv("QTRIES"), "0"))
+	if tries == 0 {
+		t.Skip("debug only: set QTRIES")
+	}
+	sc := scenario{name: "haproxy", limiter: func() limiter { return &haproxyRate{} },
+		schedule: []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}, length: 120 * time.Second}
+	runs := map[int]int{}
+	for try := range tries {
+		r := sc.run(t, "polite", uint64(try%8+1))
+		late := 0
+		for _, v := range r.server.rejected[60*time.Second/qualityBin : 120*time.Second/qualityBin] {
+			late += v
+		}
+		runs[late]++
+	}
+	for late := range 1000 {
+		if runs[late] > 0 {
+			fmt.Printf("%3d refused from 60 to 120 s: %d runs\n", late, runs[late])
+		}
+	}
+}

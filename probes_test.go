@@ -21,7 +21,11 @@ import (
 // where a first contact's finding was followed by a refusal that measured
 // half the limit: no lockout), 2 to 10 in 60 to 120 s; a probe of HAProxy
 // costs up to 5 (the crossing, the requests in flight, the lockout after),
-// the others' 1 to 3.
+// the others' 1 to 3. One run in 50 to 100 still refused 11 to 60 late,
+// where a refusal a few requests after a probe's lockout measured half
+// the limit and the probes that followed spiralled down (see
+// Gentle.lockedOut); since every refusal within a probe's lockout is its
+// lockout, 3 to 8 over 700 runs (2026-12-05).
 func TestProbesGrowSparserAsTheLimitStands(t *testing.T) {
 	for _, sc := range []scenario{
 		{name: "throttled", limiter: func() limiter { return &throttledGCRA{maxBurst: 9} }},
@@ -32,11 +36,6 @@ func TestProbesGrowSparserAsTheLimitStands(t *testing.T) {
 		if sc.name == "haproxy" {
 			runs, perProbe = 8, 5
 		}
-		// One HAProxy run in four to eight refuses 22 to 29 late, at
-		// 1ae4610 as since (seed 2, alone or in CI under -race;
-		// 2026-12-05, not traced): one such run of the eight is let
-		// through, at most 30, and a second fails.
-		outliers := 0
 		for seed := range uint64(runs) {
 			t.Run(sc.name, func(t *testing.T) {
 				sc.schedule = []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}
@@ -53,13 +52,8 @@ func TestProbesGrowSparserAsTheLimitStands(t *testing.T) {
 				// Every 4 s, a probe of the 60 s would refuse 15 times one or two
 				// requests; every 30 s, twice.
 				assert.LessOrEqual(t, early, 24, "refused while the limit was new: no lockout")
-				if late > 2*perProbe && sc.name == "haproxy" && outliers == 0 && late <= 30 {
-					outliers++
-					t.Logf("the one run let through: %d refused in 60-120 s", late)
-				} else {
-					assert.LessOrEqual(t, late, 2*perProbe, "refused while the limit stood a minute and more: two probes")
-					assert.Greater(t, float64(early)/40, float64(late)/60, "refused more often while the limit was new")
-				}
+				assert.LessOrEqual(t, late, 2*perProbe, "refused while the limit stood a minute and more: two probes")
+				assert.Greater(t, float64(early)/40, float64(late)/60, "refused more often while the limit was new")
 				assert.Positive(t, late, "the limit is still probed")
 				assert.LessOrEqual(t, r.converge[0], 35*time.Second, "the rise is found within a hold of 30 s and the climb")
 				assert.Zero(t, r.local, "calls failed locally")

@@ -103,11 +103,11 @@ type Gentle struct {
 	// queued, of the round trips, is the sampler's memory of its last
 	// round. (spent, frozen, held and dropped are counts and instants of
 	// the measurement, not modes.)
-	fresh    bool  // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
-	queued   bool  // the last complete round of round trips stood above the base
-	crossed  bool  // the server was overdrawn as the epoch began (see crosses), and no lockout has followed
-	wary     uint8 // why a probe soon after a crossing would cost: waryCounts, waryBurst
-	recalled uint8 // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
+	fresh    bool     // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
+	queued   bool     // the last complete round of round trips stood above the base
+	crossing crossing // whether the server was overdrawn as the epoch began (see crosses), and its lockout came
+	wary     uint8    // why a probe soon after a crossing would cost: waryCounts, waryBurst
+	recalled uint8    // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
 
 	responses meter // all responses
 }
@@ -180,6 +180,18 @@ const (
 const (
 	waryCounts = 1 << iota // the server counts refusals: refused twice in a row after an event
 	waryBurst              // the server's burst is gentleBursty of its limit or more
+)
+
+// crossing says whether an epoch began with the server overdrawn (see
+// Gentle.crosses) and whether the lockout of it came (see
+// Gentle.lockedOut).
+type crossing uint8
+
+const (
+	notCrossed crossing = iota
+	crossed             // overdrawn as the epoch began: its lockout may follow, and its aftershock
+	probedOver          // overdrawn by a probe: every refusal within gentleLockout is its lockout
+	riddenOut           // overdrawn, and its lockout came: an aftershock may follow, no second lockout
 )
 
 // The kinds of epoch startEpoch begins.

@@ -51,7 +51,7 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		// and to gentleAfter of it at least in an aftershock of a
 		// crossing, which a handful of requests cannot measure.
 		least := previous / gentleFall
-		aftershock := g.crossed && g.accepted < gentleRound
+		aftershock := g.crossing != notCrossed && g.accepted < gentleRound
 		if aftershock {
 			least = gentleAfter * previous
 		}
@@ -117,24 +117,38 @@ func (g *Gentle) probed(n int64, span, measured float64) float64 {
 	return counted / (probe + window)
 }
 
-// crosses reports whether an event that begins an epoch overdrew the
-// server: a probe (probe); the last crossing of a climb or a finding
-// (settles), where the server is not wary; or, where it counts refusals,
-// a rate held at a W a little high, for its lockout follows (see
-// lockedOut).
-func (g *Gentle) crosses(settles, probe bool) bool {
-	return probe || settles && g.wary == 0 || !settles && g.wary&waryCounts != 0
+// crosses reports whether an event that begins an epoch, from the state
+// from, at a rate past its hold or not (past), overdrew the server: a
+// probe; the end of a probe's finding, where the server counts refusals;
+// the last crossing of a climb or a finding, where the server is not
+// wary; or, where it counts refusals, a rate held at a W a little high,
+// for its lockout follows (see lockedOut). It requires g.mu held.
+func (g *Gentle) crosses(from gentleState, past bool) crossing {
+	settles := from == climbing || from != unthrottled && past
+	counts := g.wary&waryCounts != 0
+	switch {
+	case from == holding && past:
+		return probedOver
+	case from == finding && past && counts || settles && g.wary == 0 || !settles && counts:
+		return crossed
+	}
+	return notCrossed
 }
 
 // lockedOut reports whether a congestion event at n (Unix nanoseconds) is
 // the lockout of a crossing: where the server counts refusals, a crossing
 // (see crosses) counts the requests it refused too, and refuses the
-// client for up to two of its periods after, even at gentleHold·W. One
-// episode of refusals is the lockout, and the next refusal measures, for
-// a limit that dropped looks the same on a loaded machine. Not while W is
+// client for up to two of its periods after, even at gentleHold·W. After
+// a probe (probedOver), every refusal in that time is its lockout: the
+// window lets a request or two through between them, which measure
+// nothing (2 in 40 ms measured half of HAProxy's limit, and the probes
+// that followed spiralled down). After another crossing, one episode of
+// refusals is the lockout, and the next refusal measures, for a limit
+// that dropped looks the same on a loaded machine; as an aftershock (see
+// measure) where a handful of requests came between. Not while W is
 // found: a climb may end above the limit, and what follows measures it.
 // It requires g.mu held.
 func (g *Gentle) lockedOut(n int64) bool {
-	return g.state == holding && g.wary&waryCounts != 0 && g.crossed &&
+	return g.state == holding && g.wary&waryCounts != 0 && (g.crossing == crossed || g.crossing == probedOver) &&
 		nanosToSeconds(n-g.since) < gentleLockout
 }

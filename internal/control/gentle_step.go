@@ -159,7 +159,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		// the rise stops.
 		previous := g.limit
 		g.limit = g.bounded(min(max(in.delivered, previous/2), 2*previous))
-		g.crossed = false
+		g.crossing = notCrossed
 		g.state = holding
 		if g.limit > (1+gentleMoved)*previous {
 			g.state = finding
@@ -190,11 +190,14 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 	case congestion:
 		switch {
 		case g.lockedOut(n):
-			// Where the server counts refusals, the first refusal soon
-			// after a crossing is the crossing's lockout: it measures
-			// nothing, and the hold restarts, halving until a success.
-			// Once a crossing: a limit that dropped looks the same.
-			g.crossed = false
+			// Where the server counts refusals, a refusal soon after a
+			// crossing is the crossing's lockout: it measures nothing,
+			// and the hold restarts, halving until a success. Every
+			// one within gentleLockout of a probe's; once another's, for
+			// a limit that dropped looks the same.
+			if g.crossing == crossed {
+				g.crossing = riddenOut
+			}
 			g.startEpoch(n, lockoutEpoch)
 		case g.recalled&recalledLimit != 0 && !g.probing(n):
 			// A memory's limit refused while the rate holds below it is
@@ -214,7 +217,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			if settles {
 				g.settled = float32(g.limit)
 			}
-			g.crossed = g.crosses(settles, from == holding && past)
+			g.crossing = g.crosses(from, past)
 			if from == unthrottled || moved(g.limit, previous) {
 				g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 			}
@@ -239,7 +242,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		// for as long as it had stood, then probed; a throttle while it
 		// holds shows it stale (see congestion).
 		m := in.memory
-		g.limit, g.settled, g.state, g.fresh, g.crossed = m.Limit, float32(m.Limit), holding, false, false
+		g.limit, g.settled, g.state, g.fresh, g.crossing = m.Limit, float32(m.Limit), holding, false, notCrossed
 		g.recalled = recalledLimit
 		if m.Stated {
 			g.stated = m.Limit
@@ -277,7 +280,7 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 // server stated in an answer, which it keeps. It requires g.mu held.
 func (g *Gentle) forget(n int64, stated float64) {
 	g.round, g.limit, g.stated, g.state = 0, 0, 0, unthrottled
-	g.fresh, g.queued, g.crossed, g.wary, g.recalled = false, false, false, 0, 0
+	g.fresh, g.queued, g.crossing, g.wary, g.recalled = false, false, notCrossed, 0, 0
 	g.dropped, g.settled, g.second, g.least, g.found = 0, 0, [5]uint16{}, 0, wholeSeconds(n)
 	g.startEpoch(n, rememberedEpoch)
 	g.stated = stated

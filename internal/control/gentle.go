@@ -95,11 +95,11 @@ type Gentle struct {
 
 	// The facts beside the state, each orthogonal to it, for it outlives
 	// the state it was learnt in: fresh, of W, is carried from finding
-	// into holding; crossed, of the epoch, says whether an epoch of
-	// either began with the server overdrawn; wary, of the server,
-	// stands until a memory's limit is forgotten; recalled, of where W
-	// and the stated limit came from, stands through queueing epochs
-	// until a throttle or an answer;
+	// into holding; crossing, of the epoch, says whether an epoch of
+	// either began with the server overdrawn and whether its lockout
+	// came; wary, of the server, stands until a memory's limit is
+	// forgotten; recalled, of where W and the stated limit came from,
+	// stands through queueing epochs until a throttle or an answer;
 	// queued, of the round trips, is the sampler's memory of its last
 	// round. (spent, frozen, held and dropped are counts and instants of
 	// the measurement, not modes.)

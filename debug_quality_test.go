@@ -134,12 +134,7 @@ func TestDebugProbes(t *testing.T) {
 		schedule: []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}, length: 120 * time.Second}
 	runs := map[int]int{}
 	for try := range tries {
-		r := sc.run(t, "polite", uint64(try%8+1))
-		late := 0
-		for _, v := range r.server.rejected[60*time.Second/qualityBin : 120*time.Second/qualityBin] {
-			late += v
-		}
-		runs[late]++
+		runs[sc.run(t, "polite", uint64(try%8+1)).refused(60*time.Second, 120*time.Second)]++
 	}
 	for late := range 1000 {
 		if runs[late] > 0 {

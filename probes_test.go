@@ -41,13 +41,7 @@ func TestProbesGrowSparserAsTheLimitStands(t *testing.T) {
 				sc.schedule = []step{{0, qualityLimit}, {120 * time.Second, 2 * qualityLimit}}
 				sc.length = 180 * time.Second
 				r := sc.run(t, "polite", seed+1)
-				refused := func(from, to time.Duration) (n int) {
-					for _, v := range r.server.rejected[from/qualityBin : to/qualityBin] {
-						n += v
-					}
-					return n
-				}
-				early, late := refused(5*time.Second, 45*time.Second), refused(60*time.Second, 120*time.Second)
+				early, late := r.refused(5*time.Second, 45*time.Second), r.refused(60*time.Second, 120*time.Second)
 				t.Logf("refused: %d in 5-45 s, %d in 60-120 s; the rise to 2L found in %v", early, late, r.converge[0])
 				// Every 4 s, a probe of the 60 s would refuse 15 times one or two
 				// requests; every 30 s, twice.

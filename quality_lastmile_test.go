@@ -152,10 +152,11 @@ func TestControlQualityStatedWindows(t *testing.T) {
 var staleScenario = scenario{name: "bare 429, burst 3, 100 then 40", limiter: func() limiter { return &tokenBucket{burst: 3} },
 	schedule: []step{{0, 40}}, length: 8 * time.Second, steady: 2 * time.Second, stale: 2.5}
 
-// refused returns the refusals the run's server counted, over the whole
-// run.
-func refused(r result) (n int) {
-	for _, v := range r.server.rejected {
+// refused returns the refusals the run's server counted from from to
+// to into the run (to past the run's end: to its end).
+func (r result) refused(from, to time.Duration) (n int) {
+	bins := r.server.rejected
+	for _, v := range bins[min(int(from/qualityBin), len(bins)):min(int(to/qualityBin), len(bins))] {
 		n += v
 	}
 	return n
@@ -171,9 +172,9 @@ func TestStaleMemoryCostsNoMoreThanAColdStart(t *testing.T) {
 	var cold, stale []int
 	var lines []string
 	for seed := uint64(1); seed <= 9; seed++ {
-		c := refused(sc.run(t, "polite", seed))
+		c := sc.run(t, "polite", seed).refused(0, sc.length)
 		r := sc.run(t, "polite-memory-stale", seed) // its utilization from sc.steady, the third second, on
-		s := refused(r)
+		s := r.refused(0, sc.length)
 		cold, stale = append(cold, c), append(stale, s)
 		lines = append(lines, fmt.Sprintf("cold %d, stale %d (%.2f from 2 s)", c, s, r.utilization))
 		assert.GreaterOrEqual(t, r.utilization, 0.85, "seed %d: utilization from the third second", seed)

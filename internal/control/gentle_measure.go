@@ -118,13 +118,13 @@ func (g *Gentle) probed(n int64, span, measured float64) float64 {
 }
 
 // crosses reports whether an event that begins an epoch, from the state
-// from, at a rate past its hold or not (past), overdrew the server: a
-// probe; the end of a probe's finding, where the server counts refusals;
-// the last crossing of a climb or a finding, where the server is not
-// wary; or, where it counts refusals, a rate held at a W a little high,
-// for its lockout follows (see lockedOut). It requires g.mu held.
-func (g *Gentle) crosses(from gentleState, past bool) crossing {
-	settles := from == climbing || from != unthrottled && past
+// from, at a rate past its hold or not (past), that settles W or not (see
+// step), overdrew the server: a probe; the end of a probe's finding, where
+// the server counts refusals; the last crossing of a climb or a finding,
+// where the server is not wary; or, where it counts refusals, a rate held
+// at a W a little high, for its lockout follows (see lockedOut). It
+// requires g.mu held.
+func (g *Gentle) crosses(from gentleState, past, settles bool) crossing {
 	counts := g.wary&waryCounts != 0
 	switch {
 	case from == holding && past:

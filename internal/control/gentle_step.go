@@ -217,7 +217,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			if settles {
 				g.settled = float32(g.limit)
 			}
-			g.crossing = g.crosses(from, past)
+			g.crossing = g.crosses(from, past, settles)
 			if from == unthrottled || moved(g.limit, previous) {
 				g.found = wholeSeconds(n) // moved: found anew (a probe that confirms W keeps found)
 			}

@@ -122,7 +122,8 @@ type said struct {
 // A throttleSeen is how each controller took one throttle: as a congestion
 // event, a halving, or neither (one that belongs to an event or halving
 // already taken). floor is the shared controller's floor (its fa) after
-// it. halfSecond reports that the shared controller took it for its last
+// it. tight reports that Gentle took the server for one that lets no
+// burst through. halfSecond reports that the shared controller took it for its last
 // event's though the send was booked after that event and a success since
 // (its rule of the half second after an event); booked, that the send was
 // booked under an earlier generation than the one it went in.
@@ -131,6 +132,7 @@ type throttleSeen struct {
 	lua, gentle        said
 	floor              float64
 	halfSecond, booked bool
+	tight              bool // Gentle took the server for one that lets no burst through
 }
 
 // An epoch is when a controller's last event came, when its rate first
@@ -287,7 +289,7 @@ func (tr *trace) answer(ok bool, gen, went uint64, mark control.Mark, timed bool
 	tr.listen()
 	after := tr.state()
 	tr.gen = after.gen
-	s := throttleSeen{at: tr.now, floor: after.fa, booked: went > gen,
+	s := throttleSeen{at: tr.now, floor: after.fa, booked: went > gen, tight: tr.g.Tight(),
 		lua:    said{wBefore: before.w, w: after.w, rateBefore: before.rate(), kind: "late"},
 		gentle: said{wBefore: goW, w: tr.g.Limit(), rateBefore: goRate, kind: "late"}}
 	switch {

@@ -37,6 +37,10 @@ const (
 	// in: the shared controller tells a send by when it was booked, Gentle
 	// by when it was sent.
 	ruleBooked = "booked"
+	// Gentle took the server for one that lets no burst through, and W for
+	// gentleTight of the rate a climb or a probe crossed it at at least;
+	// the shared controller has no such rule, and its W may be lower.
+	ruleTight = "tight"
 	// An event after the two diverged (W, their modes, or holding against
 	// probing): compared by no rule.
 	ruleApart = "apart"
@@ -74,7 +78,7 @@ func TestGentleAndTheSharedControllerAgree(t *testing.T) {
 			2, []string{ruleFinding, ruleLongProbe, ruleApart}},
 		{"a cold start", cold(&bucket{rate: steady(100), burst: 10}, 30*s), 0, []string{ruleFloor, ruleFinding, ruleHalfSecond, ruleApart}},
 		{"a cold start with a burst of 1", cold(&bucket{rate: steady(100), burst: 1}, 20*s),
-			0, []string{ruleFloor, ruleFinding, ruleHalfSecond, ruleBooked, ruleApart}},
+			0, []string{ruleFloor, ruleTight, ruleHalfSecond, ruleBooked, ruleApart}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tr := runTrace(t, rdb, c.sc)
@@ -85,7 +89,7 @@ func TestGentleAndTheSharedControllerAgree(t *testing.T) {
 			assert.Empty(t, cmp.failures)
 			assert.GreaterOrEqual(t, cmp.counts[ruleSame], c.same, "events measured alike")
 			var rules []string
-			for _, r := range []string{ruleFloor, ruleFinding, ruleLongProbe, ruleHalfSecond, ruleBooked, ruleApart} {
+			for _, r := range []string{ruleFloor, ruleFinding, ruleTight, ruleLongProbe, ruleHalfSecond, ruleBooked, ruleApart} {
 				if cmp.counts[r] > 0 {
 					rules = append(rules, r)
 				}
@@ -270,6 +274,8 @@ func (c *comparison) event(s throttleSeen, rtt time.Duration, lua, g stand, same
 		if s.lua.w < s.gentle.w {
 			c.fail(s, "the floor: %.1f below Gentle's %.1f", s.lua.w, s.gentle.w)
 		}
+	case s.tight && s.gentle.w > s.lua.w*(1+tol) && (g.mode == seeking || s.gentle.hold >= 0):
+		rule = ruleTight
 	case lua.mode == seeking && g.mode == seeking:
 		rule = ruleFinding
 		if s.lua.w < s.gentle.w*(1-tol) {

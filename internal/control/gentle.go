@@ -11,34 +11,36 @@ import (
 // in a sentence; docs/adapting.md ("Gentle's rules") has the figures
 // that chose them.
 const (
-	gentleHold      = 0.99        // the share of W the rate holds at: just below the limit, never on it
-	gentleWait      = 4.0         // seconds a hold lasts at least: each probe costs a refusal or two
-	gentleMaxWait   = 30.0        // seconds a hold lasts at most: it is as long as W has stood, and a risen limit is found within it
-	gentleShortWait = 0.75        // seconds a hold lasts at least after a drop: a limit that dropped may come back soon
-	gentleShorten   = 0.15        // after a drop the hold is this share of the time since, until that is gentleWait again
-	gentleDrop      = 0.5         // an event that lowers a W that stood below this share of it is a drop
-	gentleVerify    = 1.0         // seconds held before the probe that verifies a W just found, and the last of the hold it counts
-	gentleAfter     = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing
-	gentleBursty    = 0.5         // seconds of its limit that a server lets through at once, from which a probe a second on would measure the burst
-	gentleLockout   = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it: two of its periods
-	gentleDouble    = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding W
-	gentleRisen     = 1.1         // a probe this far above W with no throttle has found the limit risen, and doubles four times as fast
-	gentleCooldown  = time.Second // a throttle of an attempt whose sending is unknown belongs to an event this recent
-	gentleMinRate   = 0.5         // requests per second, the least rate: the server is always asked again
-	gentleMaxRate   = 1e9         // requests per second, the most: a probe no throttle answers neither grows on nor overflows
-	gentleRound     = 8           // round trips whose least is compared with the base: a stall of the client's seldom lasts a round
-	gentleFindRTTs  = 8           // least round trips in which the climb from a floor doubles: a floor far below the limit is left in round trips
-	gentleInitial   = 2           // requests a key with no history sends at once: a server with a small burst refuses few
-	gentleMinRound  = 0.02        // seconds, the least round of a first contact
-	gentleRounds    = 30          // rounds after which a first contact no longer paces: its rate has outgrown any demand
-	gentleBaseEpoch = 10          // seconds: the base is the least round trip of the last one to two epochs this long
-	gentleQueued    = 2.0         // requests' worth of added round trip, at the rate, that shows the server queueing
-	gentleMinQueue  = 1000        // microseconds of added round trip that are noise at any rate
-	gentleDemand    = 4.0         // while finding W, the rate is at most this many times that of the last successes
-	gentleMoved     = 0.05        // a W this far from the last has moved: found anew, and, higher, still being found
-	gentleFall      = 4.0         // an event while holding lowers W by this factor at most: a cut not enough shows the limit lower, not how much
-	gentleGrowth    = 2.0         // once W is measured, the rate grows to this many times the rate of responses at most: an unused rate does not inflate
-	gentleFloorSpan = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
+	gentleHold       = 0.99        // the share of W the rate holds at: just below the limit, never on it
+	gentleWait       = 4.0         // seconds a hold lasts at least: each probe costs a refusal or two
+	gentleMaxWait    = 30.0        // seconds a hold lasts at most: it is as long as W has stood, and a risen limit is found within it
+	gentleShortWait  = 0.75        // seconds a hold lasts at least after a drop: a limit that dropped may come back soon
+	gentleShorten    = 0.15        // after a drop the hold is this share of the time since, until that is gentleWait again
+	gentleDrop       = 0.5         // an event that lowers a W that stood below this share of it is a drop
+	gentleVerify     = 1.0         // seconds held before the probe that verifies a W just found, and the last of the hold it counts
+	gentleAfter      = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing
+	gentleBursty     = 0.5         // seconds of its limit that a server lets through at once, from which a probe a second on would measure the burst
+	gentleLockout    = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it: two of its periods
+	gentleDouble     = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding W
+	gentleRisen      = 1.1         // a probe this far above W with no throttle has found the limit risen, and doubles four times as fast
+	gentleCooldown   = time.Second // a throttle of an attempt whose sending is unknown belongs to an event this recent
+	gentleMinRate    = 0.5         // requests per second, the least rate: the server is always asked again
+	gentleMaxRate    = 1e9         // requests per second, the most: a probe no throttle answers neither grows on nor overflows
+	gentleRound      = 8           // round trips whose least is compared with the base: a stall of the client's seldom lasts a round
+	gentleFindRTTs   = 8           // least round trips in which the climb from a floor doubles: a floor far below the limit is left in round trips
+	gentleInitial    = 2           // requests a key with no history sends at once: a server with a small burst refuses few
+	gentleMinRound   = 0.02        // seconds, the least round of a first contact
+	gentleRounds     = 30          // rounds after which a first contact no longer paces: its rate has outgrown any demand
+	gentleBaseEpoch  = 10          // seconds: the base is the least round trip of the last one to two epochs this long
+	gentleQueued     = 2.0         // requests' worth of added round trip, at the rate, that shows the server queueing
+	gentleMinQueue   = 1000        // microseconds of added round trip that are noise at any rate
+	gentleDemand     = 4.0         // while finding W, the rate is at most this many times that of the last successes
+	gentleMoved      = 0.05        // a W this far from the last has moved: found anew, and, higher, still being found
+	gentleFall       = 4.0         // an event while holding lowers W by this factor at most: a cut not enough shows the limit lower, not how much
+	gentleGrowth     = 2.0         // once W is measured, the rate grows to this many times the rate of responses at most: an unused rate does not inflate
+	gentleFloorSpan  = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
+	gentleTight      = 0.9         // on a server with no burst, W is at least this share of the rate its refusals began at: a request a timer woke late is refused, a little below it none is
+	gentleTightRound = 1.25        // that rate counts no more than this many times the rate of the last round of successes: callers may send less
 )
 
 // Gentle is polite's default send-rate controller,
@@ -97,17 +99,18 @@ type Gentle struct {
 	// the state it was learnt in: fresh, of W, is carried from finding
 	// into holding; crossing, of the epoch, says whether an epoch of
 	// either began with the server overdrawn and whether its lockout
-	// came; wary, of the server, stands until a memory's limit is
-	// forgotten; recalled, of where W and the stated limit came from,
+	// came; wary and tight, of the server, stand until a memory's limit
+	// is forgotten; recalled, of where W and the stated limit came from,
 	// stands through queueing epochs until a throttle or an answer;
 	// queued, of the round trips, is the sampler's memory of its last
 	// round. (spent, frozen, held and dropped are counts and instants of
 	// the measurement, not modes.)
-	fresh    bool     // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
-	queued   bool     // the last complete round of round trips stood above the base
-	crossing crossing // whether the server was overdrawn as the epoch began (see crosses), and its lockout came
-	wary     uint8    // why a probe soon after a crossing would cost: waryCounts, waryBurst
-	recalled uint8    // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
+	fresh    bool      // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
+	queued   bool      // the last complete round of round trips stood above the base
+	crossing crossing  // whether the server was overdrawn as the epoch began (see crosses), and its lockout came
+	wary     uint8     // why a probe soon after a crossing would cost: waryCounts, waryBurst
+	tight    tightness // whether the server lets no burst through, as the key's first throttle showed (see tightRate)
+	recalled uint8     // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
 
 	responses meter // all responses
 }
@@ -192,6 +195,18 @@ const (
 	crossed             // overdrawn as the epoch began: its lockout may follow, and its aftershock
 	probedOver          // overdrawn by a probe: every refusal within gentleLockout is its lockout
 	riddenOut           // overdrawn, and its lockout came: an aftershock may follow, no second lockout
+)
+
+// tightness says whether a server lets no burst through, as the first
+// requests of a key's first contact, sent at once, showed at its first
+// throttle.
+type tightness uint8
+
+const (
+	tightUnknown tightness = iota // the key's first throttle has not come
+	tightNo                       // more than one passed, or the first throttle came after a memory's limit was forgotten
+	tightMaybe                    // one was refused before any came back: those in flight tell (see tally)
+	tightYes                      // one passed and the next was refused, not more
 )
 
 // The kinds of epoch startEpoch begins.

@@ -149,6 +149,14 @@ func (g *Gentle) Enabled() bool {
 	return g.state != unthrottled
 }
 
+// Tight reports whether the key's first contact showed a server that lets
+// no burst through (see tightRate).
+func (g *Gentle) Tight() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tight == tightYes
+}
+
 // Estimate returns W, as Limit does.
 func (g *Gentle) Estimate() float64 { return g.Limit() }
 

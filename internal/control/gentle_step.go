@@ -211,6 +211,12 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			return true
 		default:
 			from, previous, past := g.state, g.limit, g.probing(n)
+			if from == unthrottled && g.tight == tightUnknown {
+				g.tight = tightNo // its first throttle will be no first contact's
+				if g.accepted <= 1 {
+					g.tight = tightMaybe + tightness(g.accepted) // one passed, or none yet: the requests in flight tell (tally)
+				}
+			}
 			g.recalled = 0 // measured since: no longer the memory's
 			g.limit = g.measure(n, past)
 			settles := from == climbing || from != unthrottled && past
@@ -281,6 +287,7 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 func (g *Gentle) forget(n int64, stated float64) {
 	g.round, g.limit, g.stated, g.state = 0, 0, 0, unthrottled
 	g.fresh, g.queued, g.crossing, g.wary, g.recalled = false, false, notCrossed, 0, 0
+	g.tight = tightNo // the first throttle after a memory's stale rate tells nothing of the burst
 	g.dropped, g.settled, g.second, g.least, g.found = 0, 0, [5]uint16{}, 0, wholeSeconds(n)
 	g.startEpoch(n, rememberedEpoch)
 	g.stated = stated

@@ -588,3 +588,58 @@ func probeCrossed(t *testing.T, wary uint8) *Gentle {
 func TestGentleSize(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(Gentle{}), uintptr(176))
 }
+
+// A server that lets no burst through refuses the second of a first
+// contact's requests sent at once; there, what it accepted until a climb's
+// refusal is well below the rate its refusals began at, and W is
+// gentleTight of that rate at least. A server with a burst is measured as
+// before, and so is a first throttle after a memory's limit was forgotten.
+func TestGentleTakesAServerWithNoBurstAtItsCrossing(t *testing.T) {
+	const limit = 100.0
+	// climb runs a key's first contact (firstAccepted of its first
+	// requests through), then the climb from its floor: each request at the
+	// rate it sends at, or at demand a second if that is less, accepted
+	// while that is the limit or less; the first past it (or after 10 s)
+	// is refused. It returns the rate the key sent at then, and its rate.
+	climb := func(g *Gentle, firstAccepted int, demand float64) (float64, float64) {
+		first := g.Sending()
+		sent(g, OK, first, 0, time.Millisecond, firstAccepted)
+		g.Observe(at(time.Millisecond), Throttled, 0, first, 0) // the first throttle: a floor
+		require.True(t, g.Enabled())
+		now := time.Millisecond
+		for {
+			own := g.Rate()
+			rate := min(own, demand)
+			now += time.Duration(float64(time.Second) / rate)
+			mark := g.Sending()
+			if rate > limit || now > 10*time.Second {
+				g.Observe(at(now), Throttled, 0, mark, 0) // refused as the climb crossed
+				return rate, own
+			}
+			g.Observe(at(now), OK, 0, mark, 5*time.Millisecond)
+		}
+	}
+	tight := NewGentle(epoch)
+	crossing, _ := climb(tight, 1, math.Inf(1))
+	assert.Equal(t, tightYes, tight.tight)
+	assert.InDelta(t, gentleTight*crossing, tight.Limit(), 1e-9, "W: %v of the %.1f a second it was crossed at", gentleTight, crossing)
+	loose := NewGentle(epoch)
+	climb(loose, 11, math.Inf(1))
+	assert.Equal(t, tightNo, loose.tight)
+	assert.Less(t, loose.Limit(), 0.8*limit, "what was accepted, with a burst")
+	stale := NewGentle(epoch)
+	stale.mu.Lock()
+	stale.forget(epoch.UnixNano(), 0)
+	stale.mu.Unlock()
+	climb(stale, 1, math.Inf(1))
+	assert.Equal(t, tightNo, stale.tight, "a first throttle after a memory's limit was forgotten")
+	assert.Less(t, stale.Limit(), 0.8*limit)
+	// Callers who send less than the rate: a throttle at 40 a second
+	// measures no more than gentleTightRound times what the last round of
+	// successes came at.
+	few := NewGentle(epoch)
+	_, unused := climb(few, 1, 40)
+	require.Equal(t, tightYes, few.tight)
+	assert.Greater(t, unused, 3*40.0, "the rate, unused")
+	assert.InDelta(t, gentleTight*gentleTightRound*40, few.Limit(), 1, "W")
+}

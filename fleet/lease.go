@@ -26,6 +26,10 @@ const (
 	// leaseMinRate is the rate from which a lease books more than one send
 	// by default: below it, a call per request costs Redis little.
 	leaseMinRate = 200.0
+	// lateSlack is how late a send of a lease may be spent, whatever the
+	// key's burst: a timer's lateness on a loaded machine. A send a
+	// little late is no burst the server sees.
+	lateSlack = 2 * time.Millisecond
 	// maxPockets bounds the keys whose leases a Fleet holds.
 	maxPockets = 4096
 )
@@ -104,7 +108,7 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r fleetapi.Reques
 		p.leasing = nil
 		if err == nil && g.Granted {
 			p.next, p.interval, p.left, p.members, p.gen = time.Now().Add(g.Wait), ei, k, g.Members, g.Gen
-			p.late = min(f.lease, time.Duration(max(r.Burst, 1))*ei)
+			p.late = lateFor(f.lease, r.Burst, ei)
 		}
 		f.pmu.Unlock()
 		if err != nil || !g.Granted {
@@ -113,10 +117,18 @@ func (f *Fleet) reserveLeased(ctx context.Context, key string, r fleetapi.Reques
 	}
 }
 
+// lateFor returns how late a send of a lease of sends interval apart may
+// be spent, for a key of burst: the key's burst of intervals, as a token
+// bucket saves no more than its burst, and lateSlack at least; never more
+// than the lease.
+func lateFor(lease time.Duration, burst int, interval time.Duration) time.Duration {
+	return min(lease, max(time.Duration(max(burst, 1))*interval, lateSlack))
+}
+
 // takeLocked takes the next send of p's lease, if it has one still fresh
 // that the caller can wait for: its instant less than the key's burst of
-// intervals ago (and less than a lease), as a token bucket saves no more
-// than its burst. A process the machine stalled for 40 ms at 2,000 a
+// intervals ago (lateSlack at least, and less than a lease: see lateFor).
+// A process the machine stalled for 40 ms at 2,000 a
 // second would otherwise send the 20 sends of its lease that went by at
 // once, above the burst the fleet booked, and its server refused them
 // (28 refused at once in 4 processes sharing a GCRA of burst 20, in one

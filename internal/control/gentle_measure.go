@@ -71,16 +71,11 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 // come up to a timer's lateness off their pace, and a server with no burst
 // refuses the one that comes early: what it accepted until it refused is
 // well below the rate at which its refusals begin, and a little below
-// that rate they stop (a client told 0.92 of the limit is refused 1.6-3.1%
-// on the bench's burst1; at 0.89, little). The rate is the one sent at
-// where callers use it all, but no more than gentleTightRound times the
-// rate of the last round of successes: where callers send less, a W taken
-// from a rate they left unused would be far above what they sent (W 153
-// at a limit of 100 with twice the round's rate as the bound, Gentle
-// following a fleet's sends in TestGentleAndTheSharedControllerAgree),
-// and a climb's rate grows within a round (the bench's burst1: 0.69, 0.83,
-// 0.76 of the limit with the bound, 0.76-0.83 without, 0.60-0.70 at the
-// round's rate). 0 elsewhere. It requires g.mu held.
+// that rate they stop. The rate is the one sent at where callers use it
+// all, but no more than gentleTightRound times the rate of the last round
+// of successes: where callers send less, a W taken from a rate they left
+// unused would be far above what they sent, and a climb's rate grows
+// within a round. 0 elsewhere. It requires g.mu held.
 func (g *Gentle) tightRate() float64 {
 	if g.tight != tightYes {
 		return 0

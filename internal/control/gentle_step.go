@@ -212,9 +212,12 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		default:
 			from, previous, past := g.state, g.limit, g.probing(n)
 			if from == unthrottled && g.tight == tightUnknown {
-				g.tight = tightNo // its first throttle will be no first contact's
+				// The key's first throttle: of its first contact's
+				// requests, more than one passed (a burst), or one, or
+				// none yet, and those in flight tell (see tally).
+				g.tight = tightNo
 				if g.accepted <= 1 {
-					g.tight = tightMaybe + tightness(g.accepted) // one passed, or none yet: the requests in flight tell (tally)
+					g.tight = tightMaybe + tightness(g.accepted)
 				}
 			}
 			g.recalled = 0 // measured since: no longer the memory's

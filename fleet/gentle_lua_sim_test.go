@@ -123,16 +123,17 @@ type said struct {
 // event, a halving, or neither (one that belongs to an event or halving
 // already taken). floor is the shared controller's floor (its fa) after
 // it. tight reports that Gentle took the server for one that lets no
-// burst through. halfSecond reports that the shared controller took it for its last
-// event's though the send was booked after that event and a success since
-// (its rule of the half second after an event); booked, that the send was
-// booked under an earlier generation than the one it went in.
+// burst through. halfSecond reports that the shared controller took it
+// for its last event's though the send was booked after that event and a
+// success since (its rule of the half second after an event); booked,
+// that the send was booked under an earlier generation than the one it
+// went in.
 type throttleSeen struct {
 	at                 time.Duration
 	lua, gentle        said
 	floor              float64
 	halfSecond, booked bool
-	tight              bool // Gentle took the server for one that lets no burst through
+	tight              bool
 }
 
 // An epoch is when a controller's last event came, when its rate first

@@ -56,8 +56,8 @@ func (m AdaptiveMode) kind() control.Kind { return control.Kind(m) }
 // first throttles and grows it back; unlike it, it measures the server's
 // limit, holds just below it, and probes above it now and then, so that it
 // wastes little of the server's quota; it opens a key's first contact as
-// TCP's slow start does; and it hears a server that queues rather than
-// refuses. It is usable outside HTTP and safe for concurrent use. Create
+// TCP's slow start does; and it hears a server that queues or holds
+// rather than refuses. It is usable outside HTTP and safe for concurrent use. Create
 // it with [NewGentle].
 //
 // # First contact
@@ -120,6 +120,22 @@ func (m AdaptiveMode) kind() control.Kind { return control.Kind(m) }
 // is its own base, and one whose round trips vary (10 to 20 ms) does not
 // double its least; and while the rate holds, a slow moment is no signal
 // at all.
+//
+// # Servers that hold
+//
+// A server that slows instead of refusing (it holds each request past
+// its limit longer than the one before, and never answers 429) gives no
+// other sign than the round trip, and gives it late. A success whose
+// round trip stands a quarter of a second and ten times the base above
+// the base is a hold: a throttle, read as the others are, that tells its
+// round trip late. After an event a hold made, the rate doubles in no
+// fewer than 64 of that hold's round trips (1.1% a second when it took a
+// second), for every request sent past the limit before the next hold is
+// back is held longer. An endpoint slow of its own (an LLM API's long
+// answers, a heavy page) spreads its round trips whatever the rate: when
+// holds of requests sent while the rate stood still outnumber those sent
+// while it rose by 3, they are the endpoint's, and no round trip is a hold
+// from then on. For this every call's round trip is timed.
 //
 // # The rate
 //

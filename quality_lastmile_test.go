@@ -146,6 +146,32 @@ func TestControlQualityStatedWindows(t *testing.T) {
 	}
 }
 
+// TestControlQualityGrowingDelay runs the delay server, which never
+// refuses but holds the requests past its limit longer and longer, for
+// 30 s with three seeds, and holds polite to issue 37's numbers for it
+// past the first second (whose crowd of callers is held before anything
+// is known): at least 0.95 of the limit, a p99 at most twice the oracle's,
+// no call failed locally and none past its deadline. (In 8 s the first
+// second's holds alone are more than 1% of the calls.)
+func TestControlQualityGrowingDelay(t *testing.T) {
+	for _, sc := range lastMileScenarios(30 * time.Second) {
+		if sc.name != "delay" {
+			continue
+		}
+		told := sc.run(t, "oracle", qualitySeed)
+		var lines []string
+		for seed := uint64(1); seed <= 3; seed++ {
+			r := sc.run(t, "polite", seed)
+			lines = append(lines, fmt.Sprintf("%.2f p99 %v", r.utilization, roundDuration(r.p99)))
+			assert.GreaterOrEqual(t, r.utilization, 0.95, "seed %d: utilization", seed)
+			assert.LessOrEqual(t, r.p99, 2*told.p99, "seed %d: p99 against the oracle's %v", seed, told.p99)
+			assert.Zero(t, r.local, "seed %d: calls failed locally", seed)
+			assert.Zero(t, r.timedOut, "seed %d: calls past their deadline", seed)
+		}
+		t.Logf("delay, 30 s (oracle %.2f p99 %v), seeds 1 to 3: %s", told.utilization, roundDuration(told.p99), strings.Join(lines, "; "))
+	}
+}
+
 // staleScenario is issue 37's stale memory: a server that refuses with a
 // bare 429 past a burst of 3, at 40 a second, where the process before
 // the restart was allowed 100 (the 16 workers and 8 s of the bench).

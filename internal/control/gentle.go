@@ -41,6 +41,10 @@ const (
 	gentleFloorSpan  = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
 	gentleTight      = 0.9         // on a server with no burst, W is at least this share of the rate its refusals began at: a request a timer woke late is refused, a little below it none is
 	gentleTightRound = 1.25        // that rate counts no more than this many times the rate of the last round of successes: callers may send less
+	gentleHeldMin    = 0.25        // seconds above the base round trip at least that show a server holding a request past its limit: more than a connection's or a collector's hiccup
+	gentleHeldTimes  = 10.0        // times the base round trip at least that show it: a slow endpoint's spread is within it
+	gentleHeldRTTs   = 64.0        // once a hold was the signal, the rate doubles in no fewer than this many of its round trips: it rises 2% while the next hold is on its way
+	gentleHeldSteady = 3           // holds of requests sent while the rate stood still, more than those sent while it rose: the endpoint's own slowness, not the server's limit
 )
 
 // Gentle is polite's default send-rate controller,
@@ -75,8 +79,9 @@ type Gentle struct {
 	// at each halving in between.
 	phase atomic.Uint32
 	// untimed reports that round trips do not matter for now (see
-	// Timed): a copy, read without mu, of "unthrottled, and a round of
-	// round trips has come since the key began or forgot".
+	// Timed): a copy, read without mu, of "unthrottled, the endpoint's
+	// holds its own (slowEndpoint), and a round of round trips has come
+	// since the key began or forgot".
 	untimed atomic.Bool
 
 	event    uint32    // the phase right after the last event
@@ -103,14 +108,19 @@ type Gentle struct {
 	// is forgotten; recalled, of where W and the stated limit came from,
 	// stands through queueing epochs until a throttle or an answer;
 	// queued, of the round trips, is the sampler's memory of its last
-	// round. (spent, frozen, held and dropped are counts and instants of
-	// the measurement, not modes.)
+	// round; slow, of the endpoint, stands for good once learnt; lag, of
+	// the signal, stands until an event that a refusal makes. (spent,
+	// frozen, held, dropped and steady are counts and instants of the
+	// measurement, not modes.)
 	fresh    bool      // W was just raised (or lowered by an aftershock) and no probe after a hold has confirmed it
 	queued   bool      // the last complete round of round trips stood above the base
 	crossing crossing  // whether the server was overdrawn as the epoch began (see crosses), and its lockout came
 	wary     uint8     // why a probe soon after a crossing would cost: waryCounts, waryBurst
 	tight    tightness // whether the server lets no burst through, as the key's first throttle showed (see tightRate)
 	recalled uint8     // what a memory gave (Recall) that no answer has confirmed: recalledLimit, recalledStated
+	slow     slowness  // whether a round trip far above the base is the server holding a request (see heldOut)
+	steady   uint8     // holds of requests sent while the rate stood still, less those sent while it rose (see heldOut)
+	lag      uint16    // milliseconds: the round trip of the hold that made the last event, the time the next one takes to tell; 0 if a refusal made it
 
 	responses meter // all responses
 }
@@ -165,6 +175,7 @@ type input struct {
 	phase     uint32        // the phase when the outcome came
 	order     sending       // when the attempt was sent (success)
 	rtt       time.Duration // the attempt's round trip; 0 if unknown (success)
+	held      bool          // the success was a hold (see heldOut)
 	delivered float64       // the rate the server served its queue at (queueing)
 	memory    Recalled      // recall
 }
@@ -207,6 +218,16 @@ const (
 	tightNo                       // more than one passed, or the first throttle came after a memory's limit was forgotten
 	tightMaybe                    // one was refused before any came back: those in flight tell (see tally)
 	tightYes                      // one passed and the next was refused, not more
+)
+
+// slowness says whether a round trip far above the base (see heldOut) is
+// the server holding a request past its limit, as a server that slows
+// instead of refusing does, or the endpoint's own slowness.
+type slowness uint8
+
+const (
+	slowServer   slowness = iota // a hold is a throttle: the server's, until it shows otherwise
+	slowEndpoint                 // holds came while the rate stood still more than while it rose: they are the endpoint's, and read as successes
 )
 
 // The kinds of epoch startEpoch begins.

@@ -22,7 +22,7 @@ func (g *Gentle) curve(n int64) float64 {
 	case g.seeking():
 		rate *= math.Exp2(t / g.findDouble())
 	default:
-		rate *= math.Exp2(t / gentleDouble)
+		rate *= math.Exp2(t / max(gentleDouble, g.lagDouble()))
 		if risen := gentleRisen * g.limit; rate > risen {
 			rate = risen * math.Exp2(4*math.Log2(rate/risen))
 		}
@@ -82,10 +82,17 @@ func (g *Gentle) rising(n int64) bool { return g.seeking() || g.probing(n) }
 func (g *Gentle) findDouble() float64 {
 	base := g.baseLocked()
 	if base == 0 || g.state != climbing {
-		return gentleDouble / 4
+		return max(gentleDouble/4, g.lagDouble())
 	}
-	return min(max(gentleFindRTTs*float64(base)/1e6, gentleDouble/16), gentleDouble/4)
+	return max(min(max(gentleFindRTTs*float64(base)/1e6, gentleDouble/16), gentleDouble/4), g.lagDouble())
 }
+
+// lagDouble returns the least seconds in which the rate doubles after an
+// event a hold made: gentleHeldRTTs of that hold's round trip, for the
+// next hold tells as late, and each request sent past the limit meanwhile
+// is held longer than the one before; 0 after an event a refusal made. It
+// requires g.mu held.
+func (g *Gentle) lagDouble() float64 { return gentleHeldRTTs * float64(g.lag) / 1e3 }
 
 // findRate returns the rate at n (Unix nanoseconds) while W is sought:
 // the curve, however little was sent, up to gentleDemand times the rate of

@@ -42,6 +42,10 @@ func (g *Gentle) Observe(now time.Time, o Outcome, stated float64, mark Mark, rt
 		e = outage
 	case OK:
 		e = success
+		if g.heldOut(&in) {
+			in.held = true
+			e = g.throttle(&in)
+		}
 	default:
 		e = g.throttle(&in)
 	}
@@ -64,6 +68,38 @@ func (g *Gentle) sentIn(sent uint32) sending {
 		return sentUnanswered
 	}
 	return sentAfter
+}
+
+// heldOut reports whether a success is a hold: its round trip stood
+// gentleHeldMin seconds and gentleHeldTimes times the base above the base
+// at least, as a server that slows instead of refusing holds a request
+// past its limit. A hold is a throttle that tells its round trip late. A
+// slow endpoint's round trips spread far too, whatever the rate: holds of
+// requests sent while the rate stood still (neither W sought nor a probe)
+// show that, those sent while it rose the server's limit; once the first
+// outnumber the second by gentleHeldSteady, no round trip is a hold. It
+// requires g.mu held.
+func (g *Gentle) heldOut(in *input) bool {
+	if g.slow == slowEndpoint || in.rtt <= 0 {
+		return false
+	}
+	base := float64(g.baseLocked()) / 1e6
+	if added := in.rtt.Seconds() - base; base == 0 || added < gentleHeldMin || added < gentleHeldTimes*base {
+		return false
+	}
+	switch {
+	case in.order != sentAfter:
+		// Sent before the last event, or before its first success, into
+		// what the event found overdrawn: no proof either way.
+	case g.state == holding && !g.probing(in.n-int64(in.rtt)):
+		if g.steady++; g.steady >= gentleHeldSteady {
+			g.slow = slowEndpoint
+			return false
+		}
+	case g.steady > 0:
+		g.steady--
+	}
+	return true
 }
 
 // throttle returns the event a throttle is: the attempt's sending (or,
@@ -221,7 +257,20 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				}
 			}
 			g.recalled = 0 // measured since: no longer the memory's
-			g.limit = g.measure(n, past)
+			g.lag = 0
+			if in.held {
+				// The next hold tells a round trip as long as this one
+				// late: the rate must rise little meanwhile (see lagDouble).
+				g.lag = uint16(min(in.rtt.Milliseconds(), math.MaxUint16))
+			}
+			at := n
+			if in.held && from == unthrottled {
+				// The first hold: the silence before it is its own (the
+				// callers were held with it), not time the server took
+				// to accept what it did.
+				at -= max(in.gap, 0)
+			}
+			g.limit = g.measure(at, past)
 			settles := from == climbing || from != unthrottled && past
 			if settles {
 				g.settled = float32(g.limit)
@@ -289,7 +338,7 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 // server stated in an answer, which it keeps. It requires g.mu held.
 func (g *Gentle) forget(n int64, stated float64) {
 	g.round, g.limit, g.stated, g.state = 0, 0, 0, unthrottled
-	g.fresh, g.queued, g.crossing, g.wary, g.recalled = false, false, notCrossed, 0, 0
+	g.fresh, g.queued, g.crossing, g.wary, g.recalled, g.lag, g.steady = false, false, notCrossed, 0, 0, 0, 0
 	g.tight = tightNo // the first throttle after a memory's stale rate tells nothing of the burst
 	g.dropped, g.settled, g.second, g.least, g.found = 0, 0, [5]uint16{}, 0, wholeSeconds(n)
 	g.startEpoch(n, rememberedEpoch)

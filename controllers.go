@@ -175,9 +175,9 @@ func (m AdaptiveMode) kind() control.Kind { return control.Kind(m) }
 // meanwhile would let them all go at once when they come back, into the
 // same refusal. A limit that
 // stood and drops to less than half may come back: after such a drop
-// the hold is 15% of the time since the drop (three quarters of a second
+// the hold is 10% of the time since the drop (three quarters of a second
 // at least), until that is four seconds again. A limit that rose is thus
-// found within about 5 seconds after a drop (15% of the time it stayed
+// found within about 5 seconds after a drop (10% of the time it stayed
 // low, and the probe's climb), and within about as long as it had stood
 // otherwise (30 seconds at most); one that did not move costs a refused
 // request or two every 4 seconds at first, every 30 once it has stood

@@ -533,7 +533,7 @@ func TestSharedControllerProbesInSteps(t *testing.T) {
 }
 
 // After a limit that stood dropped to less than half, the shared
-// controller holds for 15% of the time since the drop (0.75 s at least),
+// controller holds for 10% of the time since the drop (0.75 s at least),
 // not 4 seconds, as Gentle does: a limit that dropped may come back. A
 // throttle while holding that halves the estimate marks the drop.
 func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
@@ -548,11 +548,11 @@ func TestSharedControllerProbesSoonAfterADrop(t *testing.T) {
 		{0.5, 0.5, 99}, // holding 0.75 s
 		{1, 1, 110},    // holding 0.75 s, then on the probe's step at 1.1·W
 		{2, 0, 99},     // no drop: holding 4 s
-		{2, 10, 110},   // holding 1.5 s, then on the step
-		{3, 30, 99},    // a drop long ago (15% of it over 4 s): holding 4 s
-		{3.5, 20, 110}, // holding 3 s, then on the step
+		{2, 10, 110},   // holding 1 s, then on the step
+		{3, 50, 99},    // a drop long ago (10% of it over 4 s): holding 4 s
+		{3.5, 30, 110}, // holding 3 s, then on the step
 		{0.75 + top + 1.5, 2, 110 * math.Exp2(0.5)}, // past the step: doubling again
-		{0.5, 100, 99}, // 15% of 100 s is over 4 s: holding 4 s
+		{0.5, 100, 99}, // 10% of 100 s is over 4 s: holding 4 s
 	} {
 		key := fmt.Sprint(c.since, "/", c.drop)
 		now, err := rdb.Time(ctx).Result()

@@ -133,7 +133,7 @@ const (
 // A stand is a controller's mode; when its W was last found (moved more
 // than 5%), for its hold, once settled, is as long as W has stood; and
 // when a W that stood last dropped to less than half, for its hold is
-// then 15% of the time since, until that is 4 seconds. Gentle keeps both
+// then 10% of the time since, until that is 4 seconds. Gentle keeps both
 // instants in whole seconds (whole): found rounded, dropped truncated.
 type stand struct {
 	mode           mode
@@ -171,12 +171,12 @@ func (st *stand) took(s said, at time.Duration) {
 // mode, or a W found or dropped more than a second apart). The shared
 // controller's hold begins again when its halvings end (restart after the
 // event), and, as long as W had stood then, is that much longer but at its
-// least (4 s) or most (30 s); after a drop, 15% of that longer. Gentle's
+// least (4 s) or most (30 s); after a drop, 10% of that longer. Gentle's
 // instants in whole seconds move its hold by the difference. Each probe
 // is seen at a booking: 2 round trips and an interval at W more.
 func probeGap(s throttleSeen, lua, g stand, rtt time.Duration) (lo, hi time.Duration, ok bool) {
 	near := func(a, b time.Duration) bool { return max(a-b, b-a) <= time.Second }
-	recent := func(d time.Duration) bool { return d != 0 && s.at-d < 26667*time.Millisecond } // 4 s is 15% of it
+	recent := func(d time.Duration) bool { return d != 0 && s.at-d < 40*time.Second } // 4 s is 10% of it
 	restart, want := s.lua.restart, s.lua.restart
 	switch {
 	case lua.mode != g.mode || lua.mode == unthrottled || lua.mode == seeking:
@@ -186,7 +186,7 @@ func probeGap(s throttleSeen, lua, g stand, rtt time.Duration) (lo, hi time.Dura
 		if !near(lua.dropped, g.dropped) {
 			return 0, 0, false
 		}
-		want = restart + time.Duration(0.15/0.85*float64(restart+g.dropped-lua.dropped))
+		want = restart + time.Duration(0.10/0.90*float64(restart+g.dropped-lua.dropped))
 	case !near(lua.found, g.found):
 		return 0, 0, false
 	default:

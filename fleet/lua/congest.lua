@@ -29,7 +29,7 @@
 -- is being found) can only raise W; one while it holds lowers W, at most
 -- 4 times. The rate (in reserve.lua) holds at 0.99·W from the last event
 -- or halving for as long as W had stood then, 4 seconds at least and 30
--- at most (after a limit that stood dropped to less than half, for 15% of
+-- at most (after a limit that stood dropped to less than half, for 10% of
 -- the time since the drop; as Gentle's: see holdFor), then doubles every
 -- second, or every half second while finding (Gentle's doubles every
 -- quarter second, at most: a fleet's successes are told late, with each

@@ -23,7 +23,7 @@ end
 -- holdFor returns how long, in µs, the rate holds at 0.99·W after an
 -- event before it probes: none while the limit is found (fd), a second
 -- after a limit the climb just measured (fr), and after a limit that stood
--- dropped to less than half at dr (µs; nil if none), 15% of the time since
+-- dropped to less than half at dr (µs; nil if none), 10% of the time since
 -- the drop, three quarters of a second at least, until that is the usual
 -- four seconds: a limit that dropped may come back. Otherwise, as long as
 -- the limit had stood when the curve began (cv, or ev; since wf, when an
@@ -37,7 +37,7 @@ local function holdFor(now, fd, fr, dr, lk, cv, wf)
   if fd == '1' then return 0 end
   if fr == '1' then return 1000000 end
   dr = tonumber(dr)
-  if dr and now - dr < 4000000 / 0.15 then return math.max(750000, 0.15 * (now - dr)) end
+  if dr and now - dr < 4000000 / 0.10 then return math.max(750000, 0.10 * (now - dr)) end
   local least = 4000000
   if lk == '1' then least = 8000000 end
   local stood = 0

@@ -15,7 +15,7 @@ const (
 	gentleWait       = 4.0         // seconds a hold lasts at least: each probe costs a refusal or two
 	gentleMaxWait    = 30.0        // seconds a hold lasts at most: it is as long as W has stood, and a risen limit is found within it
 	gentleShortWait  = 0.75        // seconds a hold lasts at least after a drop: a limit that dropped may come back soon
-	gentleShorten    = 0.15        // after a drop the hold is this share of the time since, until that is gentleWait again
+	gentleShorten    = 0.10        // after a drop the hold is this share of the time since, until that is gentleWait again
 	gentleDrop       = 0.5         // an event that lowers a W that stood below this share of it is a drop
 	gentleVerify     = 1.0         // seconds held before the probe that verifies a W just found, and the last of the hold it counts
 	gentleAfter      = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing

@@ -152,7 +152,8 @@ func TestControlQualityStatedWindows(t *testing.T) {
 // past the first second (whose crowd of callers is held before anything
 // is known): at least 0.95 of the limit, a p99 at most twice the oracle's,
 // no call failed locally and none past its deadline. (In 8 s the first
-// second's holds alone are more than 1% of the calls.)
+// second's holds alone are more than 1% of the calls.) A restart with
+// memory is held to the same over 8 s.
 func TestControlQualityGrowingDelay(t *testing.T) {
 	for _, sc := range lastMileScenarios(30 * time.Second) {
 		if sc.name != "delay" {
@@ -169,6 +170,13 @@ func TestControlQualityGrowingDelay(t *testing.T) {
 			assert.Zero(t, r.timedOut, "seed %d: calls past their deadline", seed)
 		}
 		t.Logf("delay, 30 s (oracle %.2f p99 %v), seeds 1 to 3: %s", told.utilization, roundDuration(told.p99), strings.Join(lines, "; "))
+		// A restart with a memory of the limit its holds measured holds
+		// there from its first request: in 8 s, no first second's crowd.
+		sc.length = 8 * time.Second
+		r := sc.run(t, "polite-memory", qualitySeed)
+		assert.GreaterOrEqual(t, r.utilization, 0.95, "a restart with memory: utilization")
+		assert.LessOrEqual(t, r.p99, 2*told.p99, "a restart with memory: p99 against the oracle's %v", told.p99)
+		t.Logf("delay, a restart with memory, 8 s: %.2f p99 %v", r.utilization, roundDuration(r.p99))
 	}
 }
 

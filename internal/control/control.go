@@ -38,12 +38,16 @@ const NoMark Mark = math.MaxUint32
 // in requests per second, how many requests the key's bucket may hold, and
 // whether they apply (controllers limit nothing until the server first
 // throttles). Forgot reports that the controller has just forgotten a
-// limit a memory gave: the key starts over, as one with no history.
+// limit a memory gave: the key starts over, as one with no history. Held
+// reports that a success was read as a throttle (a server holding the
+// request past its limit: see Gentle's heldOut), which a memory may keep
+// as it keeps a throttle's.
 type Rate struct {
 	PerSecond float64
 	Burst     int
 	Enabled   bool
 	Forgot    bool
+	Held      bool
 }
 
 // A Controller sets a key's send rate from the outcomes of its attempts.

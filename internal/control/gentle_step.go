@@ -53,7 +53,7 @@ func (g *Gentle) Observe(now time.Time, o Outcome, stated float64, mark Mark, rt
 		return Rate{PerSecond: 0, Burst: forgotten, Enabled: false, Forgot: true}
 	}
 	r, b, enabled := g.current()
-	return Rate{PerSecond: r, Burst: b, Enabled: enabled}
+	return Rate{PerSecond: r, Burst: b, Enabled: enabled, Held: in.held}
 }
 
 // sentIn returns when an attempt sent in phase sent was sent; after both

@@ -70,11 +70,12 @@ func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
 		// too: where other clients spend the same quota unseen, the key's
 		// controller slows down for them.
 		stated := e.heed(c, k, s, a.Throttled, a.Now, placed)
-		e.observe(c, k, a.Now, a.Outcome, stated)
+		heldBack := e.observe(c, k, a.Now, a.Outcome, stated)
 		e.tellFleet(c, k, a.Outcome)
-		if e.cfg.Memory != nil && (a.Throttled || s.HasQuota || a.HasRetryAfter) {
+		if e.cfg.Memory != nil && (a.Throttled || heldBack || s.HasQuota || a.HasRetryAfter) {
 			// What a Memory keeps moves only with these: a limit measured
-			// at a throttle, a quota stated, a pause asked for.
+			// at a throttle (or a hold the controller read as one), a
+			// quota stated, a pause asked for.
 			e.remember(c, k, a.Now)
 		}
 	}
@@ -107,17 +108,21 @@ func (e *Engine) judgeCost(c *Call, a *Answer) *quota.Hold {
 
 // observe feeds the attempt's outcome, and the limit the server states
 // (requests per second; 0 if none), to the key's controller, makes the
-// key's bucket follow it, and keeps the key's state in the registry.
-func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stated float64) {
+// key's bucket follow it, and keeps the key's state in the registry. It
+// reports whether the controller read a success as a hold (Rate.Held).
+func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stated float64) (held bool) {
 	if ctl := c.ctl; ctl != nil {
 		var rtt time.Duration
 		if !c.sentAt.IsZero() {
 			rtt = now.Sub(c.sentAt)
 		}
 		ceiling, cap := e.Ceiling()
-		k.pace.Follow(ctl, ctl.Observe(now, o, stated, c.mark, rtt), now, ceiling, cap)
+		r := ctl.Observe(now, o, stated, c.mark, rtt)
+		held = r.Held
+		k.pace.Follow(ctl, r, now, ceiling, cap)
 	}
 	e.Keep(c.sh, c.Who.Key, k, now, c.rotated)
+	return held
 }
 
 // heed applies what a response said to the key's quota and pause: the

@@ -43,7 +43,7 @@ const (
 	gentleTightRound = 1.25        // that rate counts no more than this many times the rate of the last round of successes: callers may send less
 	gentleHeldMin    = 0.25        // seconds above the base round trip at least that show a server holding a request past its limit: more than a connection's or a collector's hiccup
 	gentleHeldTimes  = 10.0        // times the base round trip at least that show it: a slow endpoint's spread is within it
-	gentleHeldRTTs   = 64.0        // once a hold was the signal, the rate doubles in no fewer than this many of its round trips: it rises 2% while the next hold is on its way
+	gentleHeldRTTs   = 64.0        // once a hold was the signal, the rate doubles in no fewer than this many of its round trips: it rises 1.1% while the next hold is on its way
 	gentleHeldSteady = 3           // holds of requests sent while the rate stood still, more than those sent while it rose: the endpoint's own slowness, not the server's limit
 )
 

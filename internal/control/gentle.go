@@ -41,6 +41,7 @@ const (
 	gentleFloorSpan  = 1.0         // seconds at least over which the first event measures its floor: a burst is accepted in a moment
 	gentleTight      = 0.9         // on a server with no burst, W is at least this share of the rate its refusals began at: a request a timer woke late is refused, a little below it none is
 	gentleTightRound = 1.25        // that rate counts no more than this many times the rate of the last round of successes: callers may send less
+	gentleTightLag   = 0.125       // but for all of it at the end of a climb whose crossing came back within this share of a doubling: the climb outruns its rounds, and grew 9% at most meanwhile
 	gentleHeldMin    = 0.25        // seconds above the base round trip at least that show a server holding a request past its limit: more than a connection's or a collector's hiccup
 	gentleHeldTimes  = 10.0        // times the base round trip at least that show it: a slow endpoint's spread is within it
 	gentleHeldRTTs   = 64.0        // once a hold was the signal, the rate doubles in no fewer than this many of its round trips: it rises 1.1% while the next hold is on its way

@@ -7,11 +7,11 @@ import (
 
 // measure returns W as the congestion event at n (Unix nanoseconds)
 // measures it, the rate past its hold (see probing) or not, and records
-// what the event tells of W (fresh, dropped) and of the server (wary).
-// What the server accepted since the last event, over the time since, is
-// its limit when the client sent above it all along. It requires g.mu
-// held.
-func (g *Gentle) measure(n int64, past bool) float64 {
+// what the event tells of W (fresh, dropped) and of the server (wary);
+// rtt is the event's round trip (0 if unknown). What the server accepted
+// since the last event, over the time since, is its limit when the client
+// sent above it all along. It requires g.mu held.
+func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 	span := nanosToSeconds(n - g.since)
 	previous := g.limit
 	measured := float64(g.accepted) / math.Max(span, 1e-3)
@@ -29,8 +29,9 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 		// The end of the climb: the rate of the last round of successes
 		// tells W better than the whole climb, but no more than the last
 		// second's, for a window that allows a burst lets a round through
-		// at any rate.
-		limit = max(previous, measured, min(float64(g.recent), g.lastSecond(n)), g.tightRate())
+		// at any rate; on a server with no burst, the rate it was crossed
+		// at (see tightRate).
+		limit = max(previous, measured, min(float64(g.recent), g.lastSecond(n)), g.tightRate(rtt))
 		g.fresh = true
 		if previous > gentleBursty*limit {
 			g.wary |= waryBurst // what came before the first refusal was a burst: a probe soon would measure it
@@ -38,7 +39,7 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 	case past:
 		// A probe shows the limit at least where it was: W only grows, to
 		// what the probe and the end of the hold measure (see probed).
-		limit = max(previous, g.probed(n, span, measured), g.tightRate())
+		limit = max(previous, g.probed(n, span, measured), g.tightRate(rtt))
 		switch {
 		case limit > (1+gentleMoved)*previous:
 			g.fresh = true
@@ -67,18 +68,26 @@ func (g *Gentle) measure(n int64, past bool) float64 {
 }
 
 // tightRate returns, on a server that lets no burst through, the least W
-// a crossing shows: gentleTight of the rate it was crossed at. Requests
-// come up to a timer's lateness off their pace, and a server with no burst
-// refuses the one that comes early: what it accepted until it refused is
-// well below the rate at which its refusals begin, and a little below
-// that rate they stop. The rate is the one sent at where callers use it
-// all, but no more than gentleTightRound times the rate of the last round
-// of successes: where callers send less, a W taken from a rate they left
-// unused would be far above what they sent, and a climb's rate grows
-// within a round. 0 elsewhere. It requires g.mu held.
-func (g *Gentle) tightRate() float64 {
-	if g.tight != tightYes {
+// a crossing whose round trip took rtt (0 if unknown) shows: gentleTight
+// of the rate it was crossed at. Requests come up to a timer's lateness
+// off their pace, and a server with no burst refuses the one that comes
+// early: what it accepted until it refused is well below the rate at
+// which its refusals begin, and a little below that rate they stop. The
+// rate is the one sent at where callers use it all, but no more than
+// gentleTightRound times the rate of the last round of successes: where
+// callers send less, a W taken from a rate they left unused would be far
+// above what they sent. At the end of a climb whose crossing came back
+// within gentleTightLag of a doubling, all of it: the climb doubles within
+// a round of successes, whose rate lags far behind it, it rises no higher
+// than gentleDemand times what callers send (see findRate), and it has
+// barely moved since the crossing was sent. 0 elsewhere. It requires g.mu
+// held.
+func (g *Gentle) tightRate(rtt time.Duration) float64 {
+	switch {
+	case g.tight != tightYes:
 		return 0
+	case g.state == climbing && rtt > 0 && rtt.Seconds() <= gentleTightLag*g.findDouble():
+		return gentleTight * g.rate
 	}
 	return gentleTight * min(g.rate, gentleTightRound*float64(g.recent))
 }

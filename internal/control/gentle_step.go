@@ -270,7 +270,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				// to accept what it did.
 				at -= max(in.gap, 0)
 			}
-			g.limit = g.measure(at, past)
+			g.limit = g.measure(at, past, in.rtt)
 			settles := from == climbing || from != unthrottled && past
 			if settles {
 				g.settled = float32(g.limit)

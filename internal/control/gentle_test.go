@@ -643,3 +643,43 @@ func TestGentleTakesAServerWithNoBurstAtItsCrossing(t *testing.T) {
 	assert.Greater(t, unused, 3*40.0, "the rate, unused")
 	assert.InDelta(t, gentleTight*gentleTightRound*40, few.Limit(), 1, "W")
 }
+
+// TestGentleTakesAClimbsCrossingAtTheRateItWasSentAt: on a server with no
+// burst, a climb from a floor doubles faster than its rounds of successes
+// come, whose rate lags far behind it. A crossing that comes back at once
+// was sent at the rate the climb stands at: W is gentleTight of it, not
+// of the lagging round (a climb from 1 a second to 100 measured 20 on the
+// bench's burst1 server, and climbed four times). One that comes back a
+// long round trip later was sent at a rate the climb has left: the round
+// bounds it as before.
+func TestGentleTakesAClimbsCrossingAtTheRateItWasSentAt(t *testing.T) {
+	const limit = 100.0
+	climb := func(rtt time.Duration) (crossed float64, g *Gentle) {
+		g = NewGentle(epoch)
+		first := g.Sending()
+		sent(g, OK, first, 0, time.Millisecond, 1)
+		g.Observe(at(time.Millisecond), Throttled, 0, first, 0) // the first throttle: 1 through, a floor of 1
+		require.Equal(t, tightYes, g.tight)
+		now := time.Millisecond
+		for {
+			rate := g.Rate()
+			now += time.Duration(float64(time.Second) / rate)
+			if rate > limit {
+				// The last round of 8 successes, as a climb from 1 a
+				// second leaves it: begun before the climb took off.
+				g.mu.Lock()
+				g.recent = 20
+				g.mu.Unlock()
+				g.Observe(at(now), Throttled, 0, g.Sending(), rtt)
+				return rate, g
+			}
+			g.Observe(at(now), OK, 0, g.Sending(), 300*time.Microsecond)
+		}
+	}
+	crossed, soon := climb(300 * time.Microsecond)
+	assert.InDelta(t, gentleTight*crossed, soon.Limit(), 1e-9, "W from a crossing that came back at once")
+	assert.Greater(t, soon.Limit(), 0.85*limit)
+	crossed, late := climb(time.Second)
+	assert.Less(t, late.Limit(), 0.5*gentleTight*crossed, "W from a crossing a round trip late: the round's")
+	assert.GreaterOrEqual(t, late.Limit(), gentleTight*gentleTightRound*20)
+}

@@ -168,6 +168,15 @@ func (b *Bucket) startLocked(ctl control.Controller, now time.Time) bool {
 		b.setRateLocked(now, rate.Limit(r), burst)
 	case b.is(starting):
 		b.mark(starting, false)
+		if r, growing := ctl.Grown(now); growing {
+			// The first contact ended in a throttle the controller has
+			// read, and its rate holds from now, a single request at a
+			// time, though the answer's Follow has not come yet: attempts
+			// queued meanwhile must not find the key unpaced (up to four
+			// of them went at once into a server with no burst).
+			b.setRateLocked(now, rate.Limit(r), 1)
+			return true
+		}
 		b.dropLocked(now)
 	}
 	return ok

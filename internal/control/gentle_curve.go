@@ -76,15 +76,22 @@ func (g *Gentle) rising(n int64) bool { return g.seeking() || g.probing(n) }
 
 // findDouble returns the seconds in which the rate doubles while W is
 // sought: from a floor, gentleFindRTTs of the least round trip, so that a
-// floor far below the limit is left in round trips, but never slower than
-// a quarter of gentleDouble (when round trips are long, or unknown), as
-// while finding. It requires g.mu held.
+// floor far below the limit is left in round trips, but never faster than
+// a sixteenth of gentleDouble (a thirty-second on a server with no burst,
+// where the climb's crossing costs a request, not a burst's worth, and
+// its floor is a single request), nor slower than a quarter of it (when
+// round trips are long, or unknown), as while finding. It requires g.mu
+// held.
 func (g *Gentle) findDouble() float64 {
 	base := g.baseLocked()
 	if base == 0 || g.state != climbing {
 		return max(gentleDouble/4, g.lagDouble())
 	}
-	return max(min(max(gentleFindRTTs*float64(base)/1e6, gentleDouble/16), gentleDouble/4), g.lagDouble())
+	least := gentleDouble / 16
+	if g.tight == tightYes {
+		least = gentleDouble / 32
+	}
+	return max(min(max(gentleFindRTTs*float64(base)/1e6, least), gentleDouble/4), g.lagDouble())
 }
 
 // lagDouble returns the least seconds in which the rate doubles after an

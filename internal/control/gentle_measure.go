@@ -32,7 +32,9 @@ func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 		// at any rate; on a server with no burst, the rate it was crossed
 		// at (see tightRate).
 		limit = max(previous, measured, min(float64(g.recent), g.lastSecond(n)), g.tightRate(rtt))
-		g.fresh = true
+		// A W taken whole from where refusals begin is no W found while
+		// callers were held: no probe verifies it soon.
+		g.fresh = !g.crossedWhole(rtt)
 		if previous > gentleBursty*limit {
 			g.wary |= waryBurst // what came before the first refusal was a burst: a probe soon would measure it
 		}
@@ -86,10 +88,18 @@ func (g *Gentle) tightRate(rtt time.Duration) float64 {
 	switch {
 	case g.tight != tightYes:
 		return 0
-	case g.state == climbing && rtt > 0 && rtt.Seconds() <= gentleTightLag*g.findDouble():
+	case g.crossedWhole(rtt):
 		return gentleTight * g.rate
 	}
 	return gentleTight * min(g.rate, gentleTightRound*float64(g.recent))
+}
+
+// crossedWhole reports whether a climb's crossing whose round trip took
+// rtt, on a server with no burst, came back within gentleTightLag of a
+// doubling: its rate, all of it, is where the server's refusals begin
+// (see tightRate). It requires g.mu held.
+func (g *Gentle) crossedWhole(rtt time.Duration) bool {
+	return g.tight == tightYes && g.state == climbing && rtt > 0 && rtt.Seconds() <= gentleTightLag*g.findDouble()
 }
 
 // tally counts a success toward the measurement of the next event: an

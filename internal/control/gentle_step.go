@@ -129,6 +129,7 @@ func (g *Gentle) throttle(in *input) gentleEvent {
 //
 //	unthrottled  congestion   climbing (W a floor), or finding (W stated)
 //	climbing     congestion   finding (W found above the floor), or holding
+//	                          (where a server with no burst begins refusing)
 //	climbing     statedLimit  finding
 //	finding      congestion   finding (W found higher), or holding
 //	holding      congestion   holding (W lower, or confirmed, or a lockout),
@@ -270,6 +271,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				// to accept what it did.
 				at -= max(in.gap, 0)
 			}
+			whole := g.crossedWhole(in.rtt)
 			g.limit = g.measure(at, past, in.rtt)
 			settles := from == climbing || from != unthrottled && past
 			if settles {
@@ -284,6 +286,11 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				// The first throttle has no event before it: W is only a
 				// floor, to climb from in round trips.
 				g.state = climbing
+			case whole:
+				// A climb crossed a server with no burst where its refusals
+				// begin, and W stands below that already: finding it
+				// again would only cross it again.
+				g.state = holding
 			case from == unthrottled, g.limit > (1+gentleMoved)*previous:
 				// Stated, or found higher: still being found, with no
 				// hold.

@@ -196,11 +196,22 @@ func TestGentleFirstContact(t *testing.T) {
 func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
-	g.Update(at(time.Millisecond), true) // a floor of 1.5 a second
+	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
+	g.Update(at(time.Millisecond), true) // a floor of 2 a second, two through: a burst
 	require.Equal(t, climbing, g.state)
+	require.Equal(t, tightNo, g.tight)
 	curve := func(d time.Duration) float64 { return g.curve(at(d).UnixNano()) }
 	base := curve(time.Millisecond)
 	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/16*float64(time.Second))), 1e-6, "eight round trips of 1 ms: a sixteenth of a second at least")
+
+	// On a server with no burst, where a refusal costs one request, a
+	// thirty-second.
+	g = NewGentle(epoch)
+	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
+	g.Update(at(time.Millisecond), true) // one through, the next refused
+	require.Equal(t, tightYes, g.tight)
+	base = curve(time.Millisecond)
+	assert.InDelta(t, 2*base, curve(time.Millisecond+time.Duration(gentleDouble/32*float64(time.Second))), 1e-6, "no burst: a thirty-second of a second at least")
 
 	g = NewGentle(epoch)
 	g.Observe(at(0), OK, 0, g.Sending(), 100*time.Millisecond)
@@ -679,7 +690,10 @@ func TestGentleTakesAClimbsCrossingAtTheRateItWasSentAt(t *testing.T) {
 	crossed, soon := climb(300 * time.Microsecond)
 	assert.InDelta(t, gentleTight*crossed, soon.Limit(), 1e-9, "W from a crossing that came back at once")
 	assert.Greater(t, soon.Limit(), 0.85*limit)
+	assert.Equal(t, holding, soon.state, "below where refusals begin: held there, not found again")
+	assert.False(t, soon.fresh, "and not verified a second later")
 	crossed, late := climb(time.Second)
 	assert.Less(t, late.Limit(), 0.5*gentleTight*crossed, "W from a crossing a round trip late: the round's")
 	assert.GreaterOrEqual(t, late.Limit(), gentleTight*gentleTightRound*20)
+	assert.Equal(t, finding, late.state, "found above the floor, still being found")
 }

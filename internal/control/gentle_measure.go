@@ -51,10 +51,12 @@ func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 	default:
 		// While holding, an event shows the limit lower, not how much: W
 		// falls to what was accepted, by a factor of gentleFall at most,
-		// and to gentleAfter of it at least in an aftershock of a
-		// crossing, which a handful of requests cannot measure.
+		// and to gentleAfter of it at least in an aftershock, which a
+		// handful of requests cannot measure: of a crossing, or, on a
+		// server with no burst, of any event (its refusals come where a
+		// stall bunched requests, a few at a time).
 		least := previous / gentleFall
-		aftershock := g.crossing != notCrossed && g.accepted < gentleRound
+		aftershock := (g.crossing != notCrossed || g.tight == tightYes) && g.accepted < gentleRound
 		if aftershock {
 			least = gentleAfter * previous
 		}

@@ -697,3 +697,34 @@ func TestGentleTakesAClimbsCrossingAtTheRateItWasSentAt(t *testing.T) {
 	assert.GreaterOrEqual(t, late.Limit(), gentleTight*gentleTightRound*20)
 	assert.Equal(t, finding, late.state, "found above the floor, still being found")
 }
+
+// On a server with no burst, an event while holding comes where a stall
+// bunched a few requests, and two come close: a refusal 25 ms after the
+// last event, one request between, is an aftershock that lowers W by 15%
+// at most, not to the one request over 25 ms (43 a second, where the
+// bench's burst1 halved W and lost a second). Elsewhere such a refusal
+// measures what was accepted, as before.
+func TestGentleTakesTwoRefusalsOfAServerWithNoBurstForAnAftershock(t *testing.T) {
+	for _, tight := range []tightness{tightYes, tightNo} {
+		g := NewGentle(epoch)
+		first := g.Sending()
+		sent(g, OK, first, 0, time.Millisecond, 1)
+		g.Observe(at(time.Millisecond), Throttled, 0, first, 0)
+		g.mu.Lock()
+		g.tight = tight
+		g.limit, g.state, g.crossing = 90, holding, notCrossed
+		g.startEpoch(at(time.Second).UnixNano(), measuredEpoch)
+		g.mu.Unlock()
+		sent(g, OK, g.Sending(), time.Second, 3*time.Second, 178) // 0.99·W for 2 s
+		g.Observe(at(3*time.Second), Throttled, 0, g.Sending(), 300*time.Microsecond)
+		previous := g.Limit()
+		require.InDelta(t, 89, previous, 1, "an event while holding: what was accepted")
+		sent(g, OK, g.Sending(), 3*time.Second, 3*time.Second+20*time.Millisecond, 1)
+		g.Observe(at(3*time.Second+25*time.Millisecond), Throttled, 0, g.Sending(), 300*time.Microsecond)
+		if tight == tightYes {
+			assert.InDelta(t, gentleAfter*previous, g.Limit(), 1e-9, "no burst: an aftershock, down by 15% at most")
+		} else {
+			assert.Less(t, g.Limit(), 0.5*previous, "a burst: one request over 25 ms measured")
+		}
+	}
+}

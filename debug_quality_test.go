@@ -2,7 +2,8 @@
 
 // A tool for tuning controllers: go test -tags qualitydebug -run
 // TestDebugQuality with QS (a scenario's name, or part of it), QC (a
-// client, polite if unset), QL (the run's length, 8s if unset) and QSEED
+// client, polite if unset; oracle@NN is the oracle pacing at NN% of the
+// limit), QL (the run's length, 8s if unset) and QSEED
 // (the seed, 1 if unset) prints the run's figures and its timeline. With
 // QSEEDS=N it prints instead the mean, least and most utilization and the
 // mean refused share over seeds 1 to N; QLOADED (a duration) runs the

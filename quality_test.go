@@ -196,6 +196,7 @@ func (s *limitServer) load(worker int) time.Duration {
 type oracle struct {
 	server  *limitServer
 	limiter *rate.Limiter
+	share   float64 // the part of the limit it paces at; 0 means all of it
 	mu      sync.Mutex
 }
 
@@ -204,7 +205,7 @@ func (o *oracle) RoundTrip(req *http.Request) (*http.Response, error) {
 		now := time.Now()
 		d := now.Sub(o.server.start)
 		o.mu.Lock()
-		if l := rate.Limit(o.server.limitAt(d)); o.limiter.Limit() != l {
+		if l := rate.Limit(o.server.limitAt(d) * cmp.Or(o.share, 1)); o.limiter.Limit() != l {
 			o.limiter.SetLimitAt(now, l)
 		}
 		o.mu.Unlock()
@@ -304,7 +305,11 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 		case "polite-off":
 			rt = polite.New(srv, polite.WithSeed(seed), polite.WithAdaptive(polite.AdaptiveOff))
 		default:
-			t.Fatalf("no client %q", client)
+			share := oracleShare(client) // "oracle@85": told, and pacing at 85% of the limit
+			if share == 0 {
+				t.Fatalf("no client %q", client)
+			}
+			rt = &oracle{server: srv, limiter: rate.NewLimiter(rate.Limit(share*sc.schedule[0].limit), 1), share: share}
 		}
 		outcomes := sc.drive(t, rt, start)
 		if memory != nil {
@@ -837,4 +842,18 @@ func TestControlQualityOnALoadedMachine(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, slices.Min(us), 0.85, "the worst run")
 	assert.GreaterOrEqual(t, mean, 0.95, "the mean")
+}
+
+// oracleShare returns the part of the limit a client named "oracle@NN"
+// paces at (NN percent, 1 to 100); 0 for any other name.
+func oracleShare(client string) float64 {
+	pct, ok := strings.CutPrefix(client, "oracle@")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(pct)
+	if err != nil || n < 1 || n > 100 {
+		return 0
+	}
+	return float64(n) / 100
 }

@@ -66,6 +66,7 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			for _, r := range []medianResult{cold, warm, stale} {
 				assert.Zero(t, r.local, "%s: calls failed locally", r.client)
 			}
+			refusals := 0.006
 			if sc.name == "burst1" {
 				// Its limit is the machine's jitter's (see docs/bench.md). A
 				// memory keeps no word of a server with no burst, so a warm or
@@ -76,29 +77,20 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 				// it, each is held to where it stood, refused as often as cold.
 				// (Before, medians of 5 runs spread too far: cold 0.679 against
 				// warm 0.635 once under -race in CI; of 11, warm minus cold
-				// -0.013 at worst in 6 runs.)
+				// -0.013 at worst in 6 runs. A stale start is refused more: 1.72
+				// and 1.93% against 1.44% cold in two runs; 2.05% against 1.43%
+				// in each of four since a limit just found is verified,
+				// 2026-11-29.)
 				assert.GreaterOrEqual(t, warm.utilization, 0.66)
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.005)
+				assert.GreaterOrEqual(t, stale.utilization, 0.62, "stale: where it stood (see above)")
+				refusals = 0.008
 			} else {
 				assert.GreaterOrEqual(t, warm.utilization, 0.97)
 				assert.GreaterOrEqual(t, warm.first, 97, "accepted in the first second")
 				assert.LessOrEqual(t, warm.rejected, 0.002, "refused: one request of about 800 at most")
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.001)
-			}
-			margin, refusals := 0.05, 0.006
-			if sc.name == "burst1" {
-				// A stale start is a cold start (the same timeline, 0.2 s
-				// later), and where the rate holds after finding the limit
-				// spreads with the jitter: 0.64-0.69 cold, 0.58-0.66 stale.
-				// Refused: 1.72 and 1.93% stale against 1.44% cold in two
-				// runs; 2.05% against 1.43% in each of four since a limit
-				// just found is verified (2026-11-29).
-				margin, refusals = 0.08, 0.008
-			}
-			if sc.name == "burst1" {
-				assert.GreaterOrEqual(t, stale.utilization, 0.62, "stale: where it stood (see above)")
-			} else {
-				assert.GreaterOrEqual(t, stale.utilization, cold.utilization-margin, "stale: no worse than cold")
+				assert.GreaterOrEqual(t, stale.utilization, cold.utilization-0.05, "stale: no worse than cold")
 			}
 			assert.LessOrEqual(t, stale.rejected, cold.rejected+refusals, "stale: no worse than cold")
 		})

@@ -196,7 +196,7 @@ func (s *limitServer) load(worker int) time.Duration {
 type oracle struct {
 	server  *limitServer
 	limiter *rate.Limiter
-	share   float64 // the part of the limit it paces at; 0 means all of it
+	share   float64 // the part of the limit it paces at
 	mu      sync.Mutex
 }
 
@@ -205,7 +205,7 @@ func (o *oracle) RoundTrip(req *http.Request) (*http.Response, error) {
 		now := time.Now()
 		d := now.Sub(o.server.start)
 		o.mu.Lock()
-		if l := rate.Limit(o.server.limitAt(d) * cmp.Or(o.share, 1)); o.limiter.Limit() != l {
+		if l := rate.Limit(o.server.limitAt(d) * o.share); o.limiter.Limit() != l {
 			o.limiter.SetLimitAt(now, l)
 		}
 		o.mu.Unlock()
@@ -294,8 +294,6 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 		switch client {
 		case "polite-memory", "polite-memory-stale":
 			rt = polite.New(srv, polite.WithSeed(seed), polite.WithMemory(memory))
-		case "oracle":
-			rt = &oracle{server: srv, limiter: rate.NewLimiter(rate.Limit(sc.schedule[0].limit), 1)}
 		case "polite":
 			rt = polite.New(srv, polite.WithSeed(seed))
 		case "polite-cubic":
@@ -305,7 +303,7 @@ func (sc scenario) run(t *testing.T, client string, seed uint64) result {
 		case "polite-off":
 			rt = polite.New(srv, polite.WithSeed(seed), polite.WithAdaptive(polite.AdaptiveOff))
 		default:
-			share := oracleShare(client) // "oracle@85": told, and pacing at 85% of the limit
+			share := oracleShare(client) // "oracle", or "oracle@85": told, and pacing at 85% of the limit
 			if share == 0 {
 				t.Fatalf("no client %q", client)
 			}
@@ -844,9 +842,13 @@ func TestControlQualityOnALoadedMachine(t *testing.T) {
 	assert.GreaterOrEqual(t, mean, 0.95, "the mean")
 }
 
-// oracleShare returns the part of the limit a client named "oracle@NN"
-// paces at (NN percent, 1 to 100); 0 for any other name.
+// oracleShare returns the part of the limit an oracle client paces at:
+// all of it for "oracle", NN percent (1 to 100) for "oracle@NN"; 0 for
+// any other name.
 func oracleShare(client string) float64 {
+	if client == "oracle" {
+		return 1
+	}
 	pct, ok := strings.CutPrefix(client, "oracle@")
 	if !ok {
 		return 0

@@ -8,10 +8,11 @@ import (
 // measure returns W as the congestion event at n (Unix nanoseconds)
 // measures it, the rate past its hold (see probing) or not, and records
 // what the event tells of W (fresh, dropped) and of the server (wary);
-// rtt is the event's round trip (0 if unknown). What the server accepted
+// whole reports a climb's crossing taken whole (see crossedWhole). What
+// the server accepted
 // since the last event, over the time since, is its limit when the client
 // sent above it all along. It requires g.mu held.
-func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
+func (g *Gentle) measure(n int64, past, whole bool) float64 {
 	span := nanosToSeconds(n - g.since)
 	previous := g.limit
 	measured := float64(g.accepted) / math.Max(span, 1e-3)
@@ -31,17 +32,17 @@ func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 		// second's, for a window that allows a burst lets a round through
 		// at any rate; on a server with no burst, the rate it was crossed
 		// at (see tightRate).
-		limit = max(previous, measured, min(float64(g.recent), g.lastSecond(n)), g.tightRate(rtt))
+		limit = max(previous, measured, min(float64(g.recent), g.lastSecond(n)), g.tightRate(whole))
 		// A W taken whole from where refusals begin is no W found while
 		// callers were held: no probe verifies it soon.
-		g.fresh = !g.crossedWhole(rtt)
+		g.fresh = !whole
 		if previous > gentleBursty*limit {
 			g.wary |= waryBurst // what came before the first refusal was a burst: a probe soon would measure it
 		}
 	case past:
 		// A probe shows the limit at least where it was: W only grows, to
 		// what the probe and the end of the hold measure (see probed).
-		limit = max(previous, g.probed(n, span, measured), g.tightRate(rtt))
+		limit = max(previous, g.probed(n, span, measured), g.tightRate(false))
 		switch {
 		case limit > (1+gentleMoved)*previous:
 			g.fresh = true
@@ -72,7 +73,7 @@ func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 }
 
 // tightRate returns, on a server that lets no burst through, the least W
-// a crossing whose round trip took rtt (0 if unknown) shows: gentleTight
+// a crossing shows (whole: a climb's, taken whole): gentleTight
 // of the rate it was crossed at. Requests come up to a timer's lateness
 // off their pace, and a server with no burst refuses the one that comes
 // early: what it accepted until it refused is well below the rate at
@@ -86,11 +87,11 @@ func (g *Gentle) measure(n int64, past bool, rtt time.Duration) float64 {
 // than gentleDemand times what callers send (see findRate), and it has
 // barely moved since the crossing was sent. 0 elsewhere. It requires g.mu
 // held.
-func (g *Gentle) tightRate(rtt time.Duration) float64 {
+func (g *Gentle) tightRate(whole bool) float64 {
 	switch {
 	case g.tight != tightYes:
 		return 0
-	case g.crossedWhole(rtt):
+	case whole:
 		return gentleTight * g.rate
 	}
 	return gentleTight * min(g.rate, gentleTightRound*float64(g.recent))

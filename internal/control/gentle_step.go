@@ -272,7 +272,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				at -= max(in.gap, 0)
 			}
 			whole := g.crossedWhole(in.rtt)
-			g.limit = g.measure(at, past, in.rtt)
+			g.limit = g.measure(at, past, whole)
 			settles := from == climbing || from != unthrottled && past
 			if settles {
 				g.settled = float32(g.limit)

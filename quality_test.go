@@ -130,7 +130,15 @@ func (s *limitServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if hold > 0 { // counted when it leaves the queue, as nginx logs it
 		s.mu.Unlock()
-		time.Sleep(hold)
+		held := time.NewTimer(hold)
+		select {
+		case <-held.C:
+		case <-req.Context().Done():
+			// The client went away: the server answers nothing and counts
+			// nothing, as the bench's delay server records a 499.
+			held.Stop()
+			return nil, req.Context().Err()
+		}
 		d += hold
 		s.mu.Lock()
 	}

@@ -23,6 +23,14 @@ import (
 // grows with time (see growLocked), so that it sees the growth.
 const growingNap = 20 * time.Millisecond
 
+// A first contact's attempts past its server's last answer: startUnheard
+// may go before another answer comes, and startUnheard more for each
+// startSilence the server stays silent (see hushedLocked).
+const (
+	startUnheard = 4
+	startSilence = 2 * time.Second
+)
+
 // A Bucket is a key's token bucket: the rate its controller (or WithRate,
 // or the Transport's WithGlobalRate) sets, the pause its server asked for,
 // and the attempts waiting for a token.
@@ -48,6 +56,8 @@ type Bucket struct {
 type more struct {
 	pausedUntil int64 // Unix nanoseconds before which the server asked for no request; 0 if none
 	changed     int64 // Unix nanoseconds of the last change of the limiter's rate or burst
+	heard       int64 // Unix nanoseconds of the first contact's last answer, or of its start
+	unheard     int32 // attempts the first contact admitted since heard
 	queue       gate.Queue[struct{}]
 }
 

@@ -35,11 +35,13 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 	}
 	now := time.Now()
 	pause := b.pauseNowLocked(now)
-	if pause == 0 && b.waitingLocked() == 0 && (b.limiter == nil || b.limiter.AllowN(now, 1)) {
+	if pause == 0 && b.waitingLocked() == 0 && b.hushedLocked(now) == 0 && (b.limiter == nil || b.limiter.AllowN(now, 1)) {
+		b.sentLocked()
 		b.mu.Unlock()
 		return nil
 	}
-	if b.growLocked(ctl, now, ceiling) && pause == 0 && b.waitingLocked() == 0 && b.limiter.AllowN(now, 1) {
+	if b.growLocked(ctl, now, ceiling) && pause == 0 && b.waitingLocked() == 0 && b.hushedLocked(now) == 0 && b.limiter.AllowN(now, 1) {
+		b.sentLocked()
 		b.mu.Unlock()
 		return nil
 	}
@@ -83,13 +85,15 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 		if x.queue.IsHead(t) {
 			growing := b.growLocked(ctl, now, ceiling)
 			pause = b.pauseNowLocked(now)
-			if pause == 0 && (b.limiter == nil || b.limiter.AllowN(b.takeAt(now, due), 1)) {
+			hushed := b.hushedLocked(now)
+			if pause == 0 && hushed == 0 && (b.limiter == nil || b.limiter.AllowN(b.takeAt(now, due), 1)) {
 				x.queue.Leave(t)
+				b.sentLocked()
 				b.mu.Unlock()
 				taken = true
 				return nil
 			}
-			turn = b.turnWaitLocked(now, 1)
+			turn = max(b.turnWaitLocked(now, 1), hushed)
 			judged = b.serverTurnLocked(now, 1, ctl, ceiling)
 			sleepFor = max(pause, turn, time.Nanosecond)
 			if growing && pause < sleepFor {
@@ -156,16 +160,23 @@ func (b *Bucket) startLocked(ctl control.Controller, now time.Time) bool {
 	switch {
 	case ok && b.limiter == nil:
 		b.limiter, b.burst = rate.NewLimiter(rate.Limit(r), burst), int32(burst)
+		x := b.moreLocked()
+		x.heard, x.unheard = now.UnixNano(), 0
 		if b.is(admitted) {
 			// An attempt already out, unpaced. (Unless none was admitted
 			// yet: the call that makes the bucket is the first, and
 			// another that holds the key, not yet admitted, made it count
 			// more than one.)
 			b.limiter.AllowN(now, 1)
+			x.unheard = 1
 		}
 		b.mark(starting, true)
 	case ok:
 		b.setRateLocked(now, rate.Limit(r), burst)
+	case b.is(starting) && b.more != nil && b.more.unheard >= startUnheard:
+		// The first contact's time is over while its server is silent:
+		// it goes on until the server answers (see hushedLocked).
+		return true
 	case b.is(starting):
 		b.mark(starting, false)
 		if r, growing := ctl.Grown(now); growing {
@@ -182,6 +193,50 @@ func (b *Bucket) startLocked(ctl control.Controller, now time.Time) bool {
 	return ok
 }
 
+// hushedLocked returns how long after now the key's first contact waits
+// for its server to answer before it sends another attempt: 0 if it need
+// not. A server that slows instead of refusing holds each request past its
+// limit longer than the one before, and says nothing until the first of
+// them is answered, a second or more later; a first contact, whose rate
+// doubles every round trip, sent every caller's next request into that
+// silence within a few milliseconds (16 held 1 to 16 s, 7 of them past
+// their callers' deadlines). So no more than startUnheard attempts go past
+// the last answer, and startUnheard more each startSilence the server
+// stays silent, for an endpoint slow of its own. A server that answers
+// never stops a first contact so: answers come as fast as it sends. It
+// requires b.mu held.
+func (b *Bucket) hushedLocked(now time.Time) time.Duration {
+	if !b.is(starting) || b.more == nil {
+		return 0
+	}
+	x := b.more
+	silent := max(now.UnixNano()-x.heard, 0)
+	if x.unheard < int32(startUnheard*(1+silent/int64(startSilence))) {
+		return 0
+	}
+	return startSilence - time.Duration(silent%int64(startSilence))
+}
+
+// sentLocked counts an attempt the bucket admitted during its first
+// contact. It requires b.mu held.
+func (b *Bucket) sentLocked() {
+	if b.is(starting) && b.more != nil {
+		b.more.unheard++
+	}
+}
+
+// heardLocked records that the server answered an attempt of the first
+// contact at now, and wakes the head of the queue if it waited for that
+// (see hushedLocked). It requires b.mu held.
+func (b *Bucket) heardLocked(now time.Time) {
+	if x := b.more; x != nil {
+		if x.unheard >= startUnheard {
+			b.wakeHeadLocked()
+		}
+		x.heard, x.unheard = now.UnixNano(), 0
+	}
+}
+
 // Follow makes the bucket follow what the key's controller ctl said at
 // now after an outcome (r), capped by the ceiling (the WithRate rate and
 // burst cap). A change of rate wakes the head of the queue, so that it
@@ -191,6 +246,7 @@ func (b *Bucket) Follow(ctl control.Controller, r control.Rate, now time.Time, c
 		switch {
 		case b.is(starting):
 			b.mu.Lock()
+			b.heardLocked(now)
 			b.startLocked(ctl, now)
 			b.mu.Unlock()
 		case r.Forgot:

@@ -1,7 +1,12 @@
 package pace
 
 import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -9,24 +14,27 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/gate"
 )
 
 // firstContact is a controller whose first contact paces at 100 a second,
 // two at once, until it reads a throttle (or, ended, its rate outgrew any
 // demand); after a throttle its rate is 1 a second, growing with time.
 type firstContact struct {
-	control.Controller // only StartRate and Grown are called
-	over, throttled    bool
+	control.Controller // only StartRate, Grown and ServerLimit are called
+	over, throttled    atomic.Bool
 }
 
+func (f *firstContact) ServerLimit() float64 { return 0 }
+
 func (f *firstContact) StartRate(time.Time) (float64, int, bool) {
-	if f.over || f.throttled {
+	if f.over.Load() || f.throttled.Load() {
 		return 0, 0, false
 	}
 	return 100, 2, true
 }
 
-func (f *firstContact) Grown(time.Time) (float64, bool) { return 1, f.throttled }
+func (f *firstContact) Grown(time.Time) (float64, bool) { return 1, f.throttled.Load() }
 
 // A first contact that ends in a throttle leaves the key paced at the
 // controller's rate from the moment the controller read it, not unpaced
@@ -42,7 +50,8 @@ func TestAFirstContactThatEndsInAThrottleLeavesNoAttemptUnpaced(t *testing.T) {
 		b.mu.Lock()
 		require.True(t, b.startLocked(ctl, now), "the first contact's bucket")
 		require.True(t, b.limiter.AllowN(now, 2), "two at once")
-		ctl.throttled, ctl.over = throttled, !throttled
+		ctl.throttled.Store(throttled)
+		ctl.over.Store(!throttled)
 		growing := b.growLocked(ctl, now, rate.Inf)
 		if !throttled {
 			assert.False(t, growing)
@@ -57,5 +66,69 @@ func TestAFirstContactThatEndsInAThrottleLeavesNoAttemptUnpaced(t *testing.T) {
 		assert.True(t, b.limiter.AllowN(now.Add(time.Second), 1), "one a second later")
 		assert.False(t, b.limiter.AllowN(now.Add(time.Second), 1), "a single one")
 		b.mu.Unlock()
+	}
+}
+
+// quiet is a gate.Listener that hears nothing and refuses no wait.
+type quiet struct{}
+
+func (quiet) Waiting(gate.Who, time.Duration, gate.Cause, bool) {}
+func (quiet) Refused(gate.Who, time.Duration, time.Duration, bool) error {
+	return errors.New("refused")
+}
+func (quiet) TooLarge(gate.Who, string, float64, float64) error { return errors.New("too large") }
+func (quiet) OffLimits(gate.Who, error)                         {}
+
+// A first contact whose server goes silent sends no more than
+// startUnheard attempts past its last answer, and startUnheard more each
+// startSilence it stays silent, its time over or not: a server that holds
+// each request past its limit longer than the one before says nothing
+// until the first is answered, and every caller's next request went into
+// that silence. An answer lets the next ones go at the first contact's
+// rate; a server that answers each attempt never stops it so.
+func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
+	for _, answers := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			var (
+				b     Bucket
+				ctl   = &firstContact{}
+				calls atomic.Int32
+				sent  atomic.Int32
+				wg    sync.WaitGroup
+			)
+			calls.Store(16)
+			ctx, cancel := context.WithCancel(t.Context())
+			for range 16 {
+				wg.Go(func() {
+					w := &gate.Waiter{L: quiet{}, Who: gate.Who{Ctx: ctx}}
+					// (Bounded: a key unpaced would admit without end.)
+					for sent.Load() < 1000 && b.Admit(w, ctl, rate.Inf, &calls) == nil {
+						sent.Add(1)
+						if answers { // the server answers at once
+							b.Follow(ctl, control.Rate{}, time.Now(), rate.Inf, 1)
+						}
+					}
+				})
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if answers {
+				assert.InDelta(t, 100, sent.Load(), 3, "a server that answers: the first contact's rate, 100 a second")
+			} else {
+				assert.EqualValues(t, startUnheard, sent.Load(), "a silent second: no more than startUnheard")
+				ctl.over.Store(true) // the first contact's time is over: the silence still holds it
+				time.Sleep(startSilence - time.Second + 50*time.Millisecond)
+				synctest.Wait()
+				assert.EqualValues(t, 2*startUnheard, sent.Load(), "startUnheard more after startSilence of silence")
+				assert.True(t, b.Starting(), "the first contact goes on while its server is silent")
+				ctl.over.Store(false)
+				b.Follow(ctl, control.Rate{}, time.Now(), rate.Inf, 1) // an answer
+				time.Sleep(50 * time.Millisecond)
+				synctest.Wait()
+				assert.EqualValues(t, 3*startUnheard, sent.Load(), "an answer lets startUnheard more go, paced")
+			}
+			cancel()
+			wg.Wait()
+		})
 	}
 }

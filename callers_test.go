@@ -119,7 +119,7 @@ func TestWaitJudgedAtTheServersRate(t *testing.T) {
 		require.InDelta(t, 100, ks.Gentle().ServerLimit(), 2)
 		for range 5 { // five rounds refused after the event
 			g, now := ks.Gentle(), time.Now()
-			ks.Bucket().Follow(g, g.Observe(now, control.Throttled, 0, g.Sending(), 0), now, rate.Inf, 1<<30)
+			ks.Bucket().Follow(g, g.Observe(now, control.Throttled, 0, g.Sending(), 0), now, 0, rate.Inf, 1<<30)
 		}
 		paced := ks.Bucket().Rate()
 		require.Less(t, paced, 4.0, "halved: the 16th call would wait 4 s and more at this rate")

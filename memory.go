@@ -64,6 +64,14 @@ type Remembered struct {
 	// counts the time from Since to At as time it has stood, and not the
 	// time since At.
 	Since time.Time
+	// NoBurst reports that polite measured Limit on a server that lets no
+	// burst through: of the first two requests it sent at once, one
+	// passed and the other was refused (x/time/rate with a burst of 1, for
+	// one). Such a server refuses now and then below its limit, from the
+	// way to it, and [Gentle] holds further below it there: a process
+	// started from the memory holds as the one that learnt it did, which
+	// only a first contact shows.
+	NoBurst bool
 }
 
 // memoryOf is a Memory as the engine reads it: a memfile.Record has the
@@ -208,7 +216,8 @@ func (m *FileMemory) Close() error { return m.s.Close() }
 
 // MarshalText encodes r as a Memory's stores keep it: five or six fields
 // separated by tabs, the limit in requests per second, "s" if the server
-// stated it or "m" if polite measured it, the window, the end of the
+// stated it, "m" if polite measured it, or "n" if polite measured it on
+// a server that lets no burst through (NoBurst), the window, the end of the
 // pause and when the limit was learnt, these three in milliseconds (the
 // instants since the Unix epoch; 0 if none), and, if known, Since (the
 // instant, in milliseconds, cut to a whole number of seconds before At).

@@ -68,22 +68,20 @@ func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 			}
 			refusals := 0.006
 			if sc.name == "burst1" {
-				// Its limit is the machine's jitter's (see docs/bench.md). A
-				// memory keeps no word of a server with no burst, so a warm or
-				// a stale start runs without the rules a cold start learns for
-				// one (docs/adapting.md, "No burst"): since those came
-				// (2026-12-05) cold 0.716 -> 0.761-0.770, warm 0.694-0.725 and
-				// stale 0.650-0.660 where they stood. Until the memory keeps
-				// it, each is held to where it stood, refused as often as cold.
-				// (Before, medians of 5 runs spread too far: cold 0.679 against
-				// warm 0.635 once under -race in CI; of 11, warm minus cold
-				// -0.013 at worst in 6 runs. A stale start is refused more: 1.72
-				// and 1.93% against 1.44% cold in two runs; 2.05% against 1.43%
-				// in each of four since a limit just found is verified,
-				// 2026-11-29.)
-				assert.GreaterOrEqual(t, warm.utilization, 0.66)
+				// Its limit is the machine's jitter's (see docs/bench.md),
+				// and a warm start holds below it by the rules a cold start
+				// learns for a server with no burst, which its memory says
+				// (Remembered.NoBurst): cold 0.761 / 1.77%, warm 0.792-0.809
+				// / 1.49-1.53%, stale 0.777-0.781 / 2.17-2.21% (2026-12-05).
+				// Before the memory said it, warm 0.694-0.725 and stale
+				// 0.650-0.660: the first refusal below the remembered limit
+				// took it for stale and started over without those rules. (A
+				// stale start is refused more: 1.72 and 1.93% against 1.44%
+				// cold in two runs; 2.05% against 1.43% in each of four since
+				// a limit just found is verified, 2026-11-29.)
+				assert.GreaterOrEqual(t, warm.utilization, cold.utilization-0.02)
 				assert.LessOrEqual(t, warm.rejected, cold.rejected+0.005)
-				assert.GreaterOrEqual(t, stale.utilization, 0.62, "stale: where it stood (see above)")
+				assert.GreaterOrEqual(t, stale.utilization, cold.utilization-0.05, "stale: no worse than cold")
 				refusals = 0.008
 			} else {
 				assert.GreaterOrEqual(t, warm.utilization, 0.97)
@@ -487,6 +485,7 @@ func TestRememberedText(t *testing.T) {
 		{Limit: 99.5, At: at},
 		{Limit: 10, Stated: true, Window: time.Minute, PausedUntil: at.Add(time.Hour), At: at},
 		{Limit: 50, At: at, Since: at.Add(-16 * time.Second)},
+		{Limit: 85, At: at, Since: at.Add(-4 * time.Second), NoBurst: true},
 	} {
 		text, err := r.MarshalText()
 		require.NoError(t, err)
@@ -504,6 +503,12 @@ func TestRememberedText(t *testing.T) {
 	assert.Equal(t, "50\tm\t0\t0\t1800000000123\t1799999984123", string(text))
 	text, _ = polite.Remembered{Limit: 50, Stated: true, At: at, Since: at.Add(-16 * time.Second)}.MarshalText()
 	assert.Equal(t, "50\ts\t0\t0\t1800000000123", string(text))
+	// NoBurst: "n" for "m", a limit measured on a server that lets no
+	// burst through; a stated limit is the server's, whatever its burst.
+	text, _ = polite.Remembered{Limit: 85, At: at, NoBurst: true}.MarshalText()
+	assert.Equal(t, "85\tn\t0\t0\t1800000000123", string(text))
+	text, _ = polite.Remembered{Limit: 85, Stated: true, At: at, NoBurst: true}.MarshalText()
+	assert.Equal(t, "85\ts\t0\t0\t1800000000123", string(text))
 	for _, bad := range []string{"", "1", "NaN\tm\t0\t0\t0", "1\tx\t0\t0\t0", "1\tm\t-1\t0\t0", "1\tm\t0\t0\t0\textra",
 		"1e10\tm\t0\t0\t0", "1\tm\t0\t0\t0\t-5", "1\tm\t0\t0\t0\t5\t6"} {
 		r := polite.Remembered{Limit: 7}

@@ -239,7 +239,7 @@ func observe(ks *engine.Key, throttled bool) {
 // follow it under the ceiling, as an answer would.
 func feed(ks *engine.Key, ctl control.Controller, o control.Outcome, stated float64, ceiling rate.Limit, cap int) {
 	now := time.Now()
-	ks.Bucket().Follow(ctl, ctl.Observe(now, o, stated, control.NoMark, 0), now, ceiling, cap)
+	ks.Bucket().Follow(ctl, ctl.Observe(now, o, stated, control.NoMark, 0), now, 0, ceiling, cap)
 }
 
 // lookup returns the state tr holds for key; nil if none.

@@ -77,6 +77,9 @@ func describeMemory(r polite.Remembered, ok bool, now time.Time) string {
 		if stood := r.At.Sub(r.Since); !r.Since.IsZero() && stood > 0 {
 			s += fmt.Sprintf(" (it had stood %v)", stood.Round(time.Second))
 		}
+		if r.NoBurst {
+			s += ", a server that lets no burst through"
+		}
 	}
 	if r.Limit > 0 {
 		age := now.Sub(r.At)

@@ -101,20 +101,26 @@ type Controller interface {
 }
 
 // Recalled is a limit a memory kept: Limit requests per second (stated
-// reports that the server stated it), which had stood that long.
+// reports that the server stated it), which had stood that long; NoBurst
+// reports that the server let no burst through (see Known).
 type Recalled struct {
-	Limit  float64
-	Stated bool
-	Stood  time.Duration
+	Limit   float64
+	Stated  bool
+	Stood   time.Duration
+	NoBurst bool
 }
 
 // Known is what a controller knows worth remembering: the server's limit
-// (0 if unknown), whether the server stated it, and how long a measured
-// limit has stood, in whole seconds.
+// (0 if unknown), whether the server stated it, how long a measured
+// limit has stood, in whole seconds, and whether the server lets no burst
+// through (of the first two requests of a first contact, sent at once,
+// one passed and the other was refused), which the rules for such a
+// server need and a first contact alone shows.
 type Known struct {
-	Limit  float64
-	Stated bool
-	Stood  uint32
+	Limit   float64
+	Stated  bool
+	Stood   uint32
+	NoBurst bool
 }
 
 // plain is what Cubic and AIMD share: the methods of a controller that

@@ -96,6 +96,7 @@ func (tw *twin) check(string) {
 	tw.put(k.Limit)
 	tw.put(k.Stated)
 	tw.put(k.Stood)
+	tw.put(k.NoBurst)
 	r, b, ok := tw.g.StartRate(tw.now)
 	tw.put(r)
 	tw.put(b)
@@ -385,7 +386,7 @@ func simTrace(tw *twin, r *rand.Rand, steps int) {
 	if r.IntN(4) == 0 {
 		limit := s.limit * []float64{1, 1, 0.5, 2, 10}[r.IntN(5)]
 		stood := []time.Duration{0, 3 * time.Second, 20 * time.Second, time.Hour}[r.IntN(4)]
-		tw.recall(Recalled{Limit: limit, Stated: r.IntN(4) == 0, Stood: stood})
+		tw.recall(Recalled{Limit: limit, Stated: r.IntN(4) == 0, Stood: stood, NoBurst: r.IntN(4) == 0})
 	}
 	type flight struct {
 		done time.Time
@@ -514,6 +515,13 @@ var gentleRules = []struct {
 			tw.grown()
 		}
 		tw.refuse(0)
+	}},
+	{"a memory of a server with no burst", func(tw *twin) {
+		tw.recall(Recalled{Limit: 85, Stood: 20 * time.Second, NoBurst: true})
+		tw.ok(150, 2*time.Second, 0)
+		tw.refuse(0) // below the limit: measured, not stale
+		tw.ok(3, 100*time.Millisecond, 0)
+		tw.refuse(0) // an aftershock
 	}},
 	{"aftershock", func(tw *twin) {
 		tw.recall(Recalled{Limit: 100})

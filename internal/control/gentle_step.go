@@ -236,10 +236,13 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 				g.crossing = riddenOut
 			}
 			g.startEpoch(n, lockoutEpoch)
-		case g.recalled&recalledLimit != 0 && !g.probing(n):
+		case g.recalled&recalledLimit != 0 && !g.probing(n) && g.tight != tightYes:
 			// A memory's limit refused while the rate holds below it is
 			// stale: start over as a key with no history, for a limit
-			// measured from it would be far too low.
+			// measured from it would be far too low. (Not on a server
+			// that lets no burst through: its refusals come below its
+			// limit now and then, from the way to it, and a remembered
+			// W is measured as any W is.)
 			stated := g.stated
 			if g.recalled&recalledStated != 0 {
 				stated = 0 // the memory's, not an answer's
@@ -309,6 +312,9 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		m := in.memory
 		g.limit, g.settled, g.state, g.fresh, g.crossing = m.Limit, float32(m.Limit), holding, false, notCrossed
 		g.recalled = recalledLimit
+		if m.NoBurst {
+			g.tight = tightYes // what the first contact showed, and no other can show again
+		}
 		if m.Stated {
 			g.stated = m.Limit
 			g.recalled |= recalledStated

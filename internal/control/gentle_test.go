@@ -728,3 +728,39 @@ func TestGentleTakesTwoRefusalsOfAServerWithNoBurstForAnAftershock(t *testing.T)
 		}
 	}
 }
+
+// What a first contact shows of a server that lets no burst through (one
+// of its first two requests passed, the other was refused) is worth
+// remembering, for nothing else shows it again; a Gentle started from a
+// memory that says so holds by that server's rules: a refusal while it
+// holds below the remembered limit is measured, as any event's, for such
+// a server refuses below its limit now and then, where one without a
+// word of it takes the memory for stale and starts over, a first contact
+// that could no longer tell (its stale rate drained any burst).
+func TestGentleRemembersAServerWithNoBurst(t *testing.T) {
+	for _, burst := range []bool{false, true} {
+		g := NewGentle(epoch)
+		first := g.Sending()
+		passed := 1
+		if burst {
+			passed = 5
+		}
+		sent(g, OK, first, 0, time.Millisecond, passed)
+		g.Observe(at(time.Millisecond), Throttled, 0, first, 0)
+		assert.Equal(t, !burst, g.Known(at(time.Second)).NoBurst, "the first contact shows it: %d passed", passed)
+	}
+	for _, noBurst := range []bool{false, true} {
+		g := NewGentle(epoch)
+		g.Recall(at(0), Recalled{Limit: 85, NoBurst: noBurst})
+		assert.Equal(t, noBurst, g.Known(at(0)).NoBurst, "told on: a process started from this one's memory")
+		sent(g, OK, g.Sending(), 0, 2*time.Second, 150) // 75 a second, below the remembered limit
+		r := g.Observe(at(2*time.Second), Throttled, 0, g.Sending(), 300*time.Microsecond)
+		if noBurst {
+			assert.False(t, r.Forgot, "no burst: a refusal below the limit is no sign of a stale memory")
+			assert.InDelta(t, 75, g.Limit(), 1, "what was accepted since the memory")
+			assert.True(t, g.Tight(), "and the rules for no burst hold")
+		} else {
+			assert.True(t, r.Forgot, "a memory refused below its limit is stale: start over")
+		}
+	}
+}

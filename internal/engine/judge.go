@@ -119,7 +119,7 @@ func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stat
 		ceiling, cap := e.Ceiling()
 		r := ctl.Observe(now, o, stated, c.mark, rtt)
 		held = r.Held
-		k.pace.Follow(ctl, r, now, ceiling, cap)
+		k.pace.Follow(ctl, r, now, rtt, ceiling, cap)
 	}
 	e.Keep(c.sh, c.Who.Key, k, now, c.rotated)
 	return held
@@ -276,7 +276,7 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	}
 	m.paused = max(paused, toldPaused)
 	m.mu.Unlock()
-	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now}
+	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now, NoBurst: known.NoBurst}
 	if known.Stated {
 		r.Window = window
 	} else if known.Stood > 0 {
@@ -285,7 +285,7 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	if known.Limit == 0 && told.Limit > 0 {
 		// A pause, with no limit known since the key's state was made: the
 		// limit told before stands, as old as it was.
-		r.Limit, r.Stated, r.At = told.Limit, told.Stated, time.Unix(0, toldAt)
+		r.Limit, r.Stated, r.At, r.NoBurst = told.Limit, told.Stated, time.Unix(0, toldAt), told.NoBurst
 		if told.Stood > 0 && !told.Stated {
 			r.Since = r.At.Add(-time.Duration(told.Stood) * time.Second)
 		}

@@ -43,6 +43,7 @@ type Record struct {
 	PausedUntil time.Time
 	At          time.Time
 	Since       time.Time
+	NoBurst     bool
 }
 
 // Options are a Store's bounds: its entries, its file's size, how often it
@@ -70,12 +71,13 @@ type Store struct {
 
 // entry is one key's record, kept small: a crawler holds a million.
 type entry struct {
-	limit  float64
-	window int64  // nanoseconds
-	paused int64  // Unix nanoseconds; 0 if none
-	at     int64  // Unix nanoseconds
-	stood  uint32 // seconds the limit had stood at at (Record.Since)
-	stated bool
+	limit   float64
+	window  int64  // nanoseconds
+	paused  int64  // Unix nanoseconds; 0 if none
+	at      int64  // Unix nanoseconds
+	stood   uint32 // seconds the limit had stood at at (Record.Since)
+	stated  bool
+	noBurst bool // measured on a server that lets no burst through (Record.NoBurst)
 }
 
 // Open returns a Store kept in the file at path, within opts, loaded with
@@ -337,6 +339,8 @@ func parseEntry(text []byte) (entry, error) {
 	case "s":
 		e.stated = true
 	case "m":
+	case "n":
+		e.noBurst = true
 	default:
 		return entry{}, errors.New("bad source of the limit")
 	}
@@ -377,9 +381,12 @@ func (e entry) appendLine(b []byte, key string) []byte {
 // appendText appends the text of e to b (see Marshal).
 func (e entry) appendText(b []byte) []byte {
 	b = strconv.AppendFloat(b, e.limit, 'g', -1, 64)
-	if e.stated {
+	switch {
+	case e.stated:
 		b = append(b, "\ts\t"...)
-	} else {
+	case e.noBurst:
+		b = append(b, "\tn\t"...)
+	default:
 		b = append(b, "\tm\t"...)
 	}
 	b = strconv.AppendInt(b, e.window/int64(time.Millisecond), 10)
@@ -427,7 +434,7 @@ func needsQuote(key string) bool {
 
 // entryOf returns the entry of r, and false if r holds nothing to keep.
 func entryOf(r Record) (entry, bool) {
-	e := entry{stated: r.Stated, window: int64(max(r.Window, 0))}
+	e := entry{stated: r.Stated, noBurst: r.NoBurst && !r.Stated, window: int64(max(r.Window, 0))}
 	if r.Limit > 0 && !math.IsInf(r.Limit, 0) {
 		e.limit = min(r.Limit, control.MaxRate)
 	}
@@ -445,7 +452,7 @@ func entryOf(r Record) (entry, bool) {
 
 // remembered returns e as a Record.
 func (e entry) remembered() Record {
-	r := Record{Limit: e.limit, Stated: e.stated, Window: time.Duration(e.window)}
+	r := Record{Limit: e.limit, Stated: e.stated, Window: time.Duration(e.window), NoBurst: e.noBurst}
 	if e.at > 0 {
 		r.At = time.Unix(0, e.at)
 		if e.stood > 0 {

@@ -26,6 +26,7 @@ func FuzzMemoryFile(f *testing.F) {
 	f.Add([]byte(header + "cut\t1\tm\t0"))
 	f.Add([]byte(header + fmt.Sprintf("stood\t50\tm\t0\t0\t%d\t%d\nlater\t50\tm\t0\t0\t%d\t%d\n", at, at-16000, at, at+1)))
 	f.Add([]byte(header + fmt.Sprintf("seven\t50\tm\t0\t0\t%d\t%d\t1\n", at, at-16000)))
+	f.Add([]byte(header + fmt.Sprintf("noburst\t85\tn\t0\t0\t%d\t%d\n", at, at-4000)))
 	f.Add([]byte("polite memory 2\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

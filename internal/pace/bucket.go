@@ -24,10 +24,12 @@ import (
 const growingNap = 20 * time.Millisecond
 
 // A first contact's attempts past its server's last answer: startUnheard
-// may go before another answer comes, and startUnheard more for each
-// startSilence the server stays silent (see hushedLocked).
+// may go before another answer comes, or before startQuiet times the
+// least round trip it has heard has passed since it, and startUnheard more
+// for each startSilence the server stays silent (see hushedLocked).
 const (
 	startUnheard = 4
+	startQuiet   = 2
 	startSilence = 2 * time.Second
 )
 
@@ -57,6 +59,7 @@ type more struct {
 	pausedUntil int64 // Unix nanoseconds before which the server asked for no request; 0 if none
 	changed     int64 // Unix nanoseconds of the last change of the limiter's rate or burst
 	heard       int64 // Unix nanoseconds of the first contact's last answer, or of its start
+	least       int64 // nanoseconds, the least round trip of the first contact's answers; 0 until one is timed
 	unheard     int32 // attempts the first contact admitted since heard
 	queue       gate.Queue[struct{}]
 }

@@ -79,15 +79,18 @@ func (quiet) Refused(gate.Who, time.Duration, time.Duration, bool) error {
 func (quiet) TooLarge(gate.Who, string, float64, float64) error { return errors.New("too large") }
 func (quiet) OffLimits(gate.Who, error)                         {}
 
-// A first contact whose server goes silent sends no more than
-// startUnheard attempts past its last answer, and startUnheard more each
-// startSilence it stays silent, its time over or not: a server that holds
-// each request past its limit longer than the one before says nothing
-// until the first is answered, and every caller's next request went into
-// that silence. An answer lets the next ones go at the first contact's
-// rate; a server that answers each attempt never stops it so.
+// A first contact whose server goes silent (nothing for startQuiet times
+// the least round trip it heard) sends no more than startUnheard attempts
+// past its last answer, and startUnheard more each startSilence it stays
+// silent, its time over or not: a server that holds each request past its
+// limit longer than the one before says nothing until the first is
+// answered, and every caller's next request went into that silence. An
+// answer lets the next ones go at the first contact's rate; a server that
+// answers each attempt never stops it so, nor one whose answers are slow
+// but come within a few of its round trips (an LLM's, generated for
+// seconds), nor one not yet heard at all.
 func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
-	for _, answers := range []bool{false, true} {
+	for _, server := range []string{"silent", "answers at once", "answers in 2 s"} {
 		synctest.Test(t, func(t *testing.T) {
 			var (
 				b     Bucket
@@ -98,23 +101,44 @@ func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
 			)
 			calls.Store(16)
 			ctx, cancel := context.WithCancel(t.Context())
+			w := &gate.Waiter{L: quiet{}, Who: gate.Who{Ctx: ctx}}
+			if server == "silent" {
+				// One attempt, answered in a millisecond; then silence.
+				require.NoError(t, b.Admit(w, ctl, rate.Inf, &calls))
+				time.Sleep(time.Millisecond)
+				b.Follow(ctl, control.Rate{}, time.Now(), time.Millisecond, rate.Inf, 1)
+			}
 			for range 16 {
 				wg.Go(func() {
 					w := &gate.Waiter{L: quiet{}, Who: gate.Who{Ctx: ctx}}
 					// (Bounded: a key unpaced would admit without end.)
 					for sent.Load() < 1000 && b.Admit(w, ctl, rate.Inf, &calls) == nil {
 						sent.Add(1)
-						if answers { // the server answers at once
-							b.Follow(ctl, control.Rate{}, time.Now(), rate.Inf, 1)
+						switch server {
+						case "answers at once":
+							b.Follow(ctl, control.Rate{}, time.Now(), time.Millisecond, rate.Inf, 1)
+						case "answers in 2 s":
+							time.Sleep(2 * time.Second)
+							b.Follow(ctl, control.Rate{}, time.Now(), 2*time.Second, rate.Inf, 1)
 						}
 					}
 				})
 			}
-			time.Sleep(time.Second)
-			synctest.Wait()
-			if answers {
+			switch server {
+			case "answers at once":
+				time.Sleep(time.Second)
+				synctest.Wait()
 				assert.InDelta(t, 100, sent.Load(), 3, "a server that answers: the first contact's rate, 100 a second")
-			} else {
+			case "answers in 2 s":
+				time.Sleep(200 * time.Millisecond)
+				synctest.Wait()
+				assert.EqualValues(t, 16, sent.Load(), "not yet heard: every caller goes at the first contact's rate")
+				time.Sleep(10 * time.Second)
+				synctest.Wait()
+				assert.EqualValues(t, 16*6, sent.Load(), "answers 2 s after their attempts: each caller's next goes at once")
+			case "silent":
+				time.Sleep(time.Second)
+				synctest.Wait()
 				assert.EqualValues(t, startUnheard, sent.Load(), "a silent second: no more than startUnheard")
 				ctl.over.Store(true) // the first contact's time is over: the silence still holds it
 				time.Sleep(startSilence - time.Second + 50*time.Millisecond)
@@ -122,7 +146,7 @@ func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
 				assert.EqualValues(t, 2*startUnheard, sent.Load(), "startUnheard more after startSilence of silence")
 				assert.True(t, b.Starting(), "the first contact goes on while its server is silent")
 				ctl.over.Store(false)
-				b.Follow(ctl, control.Rate{}, time.Now(), rate.Inf, 1) // an answer
+				b.Follow(ctl, control.Rate{}, time.Now(), time.Millisecond, rate.Inf, 1) // an answer
 				time.Sleep(50 * time.Millisecond)
 				synctest.Wait()
 				assert.EqualValues(t, 3*startUnheard, sent.Load(), "an answer lets startUnheard more go, paced")

@@ -9,9 +9,8 @@ import (
 // measures it, the rate past its hold (see probing) or not, and records
 // what the event tells of W (fresh, dropped) and of the server (wary);
 // whole reports a climb's crossing taken whole (see crossedWhole). What
-// the server accepted
-// since the last event, over the time since, is its limit when the client
-// sent above it all along. It requires g.mu held.
+// the server accepted since the last event, over the time since, is its
+// limit when the client sent above it all along. It requires g.mu held.
 func (g *Gentle) measure(n int64, past, whole bool) float64 {
 	span := nanosToSeconds(n - g.since)
 	previous := g.limit

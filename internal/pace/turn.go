@@ -35,13 +35,7 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 	}
 	now := time.Now()
 	pause := b.pauseNowLocked(now)
-	if pause == 0 && b.waitingLocked() == 0 && b.hushedLocked(now) == 0 && (b.limiter == nil || b.limiter.AllowN(now, 1)) {
-		b.sentLocked()
-		b.mu.Unlock()
-		return nil
-	}
-	if b.growLocked(ctl, now, ceiling) && pause == 0 && b.waitingLocked() == 0 && b.hushedLocked(now) == 0 && b.limiter.AllowN(now, 1) {
-		b.sentLocked()
+	if b.goesNowLocked(now, pause) || b.growLocked(ctl, now, ceiling) && b.goesNowLocked(now, pause) {
 		b.mu.Unlock()
 		return nil
 	}
@@ -54,6 +48,17 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 	}
 	w.TellPaced(max(pause, turn), pause, turn)
 	return b.waitTurn(w, ctl, ceiling, now.Add(max(pause, turn)))
+}
+
+// goesNowLocked reports whether an attempt that finds the key unpaused
+// (pause 0) and no queue takes a token at now, and counts it if so (see
+// sentLocked). It requires b.mu held.
+func (b *Bucket) goesNowLocked(now time.Time, pause time.Duration) bool {
+	if pause > 0 || b.waitingLocked() > 0 || b.hushedLocked(now) > 0 || b.limiter != nil && !b.limiter.AllowN(now, 1) {
+		return false
+	}
+	b.sentLocked()
+	return true
 }
 
 // waitTurn queues the attempt for a token and returns when it has one.
@@ -247,8 +252,9 @@ func (b *Bucket) heardLocked(now time.Time, rtt time.Duration) {
 
 // Follow makes the bucket follow what the key's controller ctl said at
 // now after an outcome (r) of an attempt whose round trip took rtt (0 if
-// untimed), capped by the ceiling (the WithRate rate and burst cap). A change of rate wakes the head of the queue, so that it
-// waits for the new rate, not the old one.
+// untimed), capped by the ceiling (the WithRate rate and burst cap). A
+// change of rate wakes the head of the queue, so that it waits for the
+// new rate, not the old one.
 func (b *Bucket) Follow(ctl control.Controller, r control.Rate, now time.Time, rtt time.Duration, ceiling rate.Limit, cap int) {
 	if !r.Enabled {
 		switch {

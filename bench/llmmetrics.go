@@ -77,10 +77,12 @@ type llmResult struct {
 	OverFIFO   int           `json:"over_fifo"`
 
 	// TooLargeDrawn is the calls of the whole run drawn larger than the
-	// server's token limit (with -too-large), TooLargeSent those of them
-	// the fake saw an attempt of, TooLargeTyped the calls the client
-	// failed with a typed error unsent (*polite.CostError, or the
-	// oracle's and the cookbook's errLLMTooLarge).
+	// server's token limit (with -too-large) and not cut by its end (a
+	// call that waits its turn in a gate the end cancels has no outcome),
+	// TooLargeSent those of them the fake saw an attempt of, TooLargeTyped
+	// the calls the client failed with a typed error unsent
+	// (*polite.CostError, or the oracle's and the cookbook's
+	// errLLMTooLarge).
 	TooLargeDrawn int `json:"too_large_drawn"`
 	TooLargeSent  int `json:"too_large_sent"`
 	TooLargeTyped int `json:"too_large_typed"`
@@ -221,6 +223,9 @@ func summarizeLLM(d llmDialect, client string, cfg llmConfig, rec llmRecord) llm
 	r.FIFOExcess = time.Duration(math.MinInt64)
 	for _, c := range rec.calls {
 		if c.tooLarge {
+			if c.cut && c.err != nil {
+				continue
+			}
 			r.TooLargeDrawn++
 			var ce *polite.CostError
 			if errors.As(c.err, &ce) || errors.Is(c.err, errLLMTooLarge) {

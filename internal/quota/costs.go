@@ -16,6 +16,36 @@ import (
 // answers show: LLM APIs count their tokens a minute.
 const defaultCostWindow = time.Minute
 
+// The room a key leaves in a bucket that refills, for other clients that
+// take from the quota unseen (see costBucket.room): a quarter of the cost
+// always, which lets a newcomer's requests through now and then (without
+// it, a process that began 10 s after another starved in 5 runs of 5:
+// TestCostLeavesRoomForClientsUnseen); three costs more while the server's
+// count shows others (without, two that began together fell into the
+// drain in 5 of 5; with two more, four processes starved none, where a
+// fourth got 1-5 answers in 5 s to the others' 45). A reading shows one
+// when the server's count lacks othersMin of the limit, or half the key's
+// last cost if more, beyond the key's takings, and no more than othersMost
+// times that cost (what a request like the key's explains: a key alone on
+// the fake Anthropic API met lacks of 18 and 90 times its last cost, where
+// its streams' output outran their estimates, and used 0.75 of its quota,
+// leaving itself room; with 4, two processes that began together fell
+// into the drain in 1 run of 60, none of 100 with 8); othersShown of them
+// within a refill time of the quota (othersLeast at least) show others, for
+// othersFor such spans (three within a second left a process starved at
+// the start in 4 runs of 8: a starved one takes seldom). A quarter costs a
+// key alone on the fake LLM APIs nothing (1.00-1.08 of the quota); a whole
+// cost took a fifth of Anthropic's (0.73-0.84).
+const (
+	roomAlways  = 1.25
+	roomShared  = 4
+	othersMin   = 0.01
+	othersMost  = 8
+	othersShown = 2
+	othersLeast = 10 * time.Second
+	othersFor   = 2
+)
+
 // Costs is what a key knows of the quotas its server keeps in units
 // other than requests: one bucket a unit, the requests waiting for their
 // costs, and a ledger of what the key's requests took and gave back lately.
@@ -43,6 +73,13 @@ type costBucket struct {
 	level   float64 // what the bucket holds, as of at; below 0: owed
 	at      time.Time
 	resetAt time.Time // when a quota renewed whole renews; zero if not known
+	taken   float64   // the last cost a request of the key took
+	// Of other clients that take from the quota unseen (see room): when
+	// the server's count last showed them (Unix nanoseconds; 0: never),
+	// and the readings that lacked a request's worth since shown.
+	others, shown int64
+	lacked        uint8
+	counted       bool // the server's count was read once: the level follows it, not a guess
 }
 
 // Hold is the cost an attempt took, until it is settled or given back.
@@ -98,6 +135,56 @@ func (b *costBucket) refill(now time.Time) {
 	b.at = now
 }
 
+// room returns what b must hold at now beyond a request's cost for the
+// request to go, once b follows the server's count: none for a quota
+// renewed whole, nor for one whose limit is unknown, nor for one the server
+// has not counted (WithQuota's, until an answer states it). A key that lets
+// a request go the moment the bucket holds its cost drains it to the last
+// token as it refills, and is never refused; another client that shares the
+// quota unseen, its requests timed by its own controller, meets an empty
+// bucket every time, is refused, and its controller falls to the least rate
+// and stays there (two processes on the fake OpenAI API scaled to a second:
+// 66-67 answers every 5 s to 0-6, 6 to 14 calls past their callers'
+// deadlines in 5 runs of 5). And the key cannot tell: once the bucket is
+// drained, the other's requests take nothing, so the server's count shows
+// no other client. So a request goes once the bucket holds roomAlways
+// times its cost (up to the limit), which lets another's request through
+// now and then; the count then shows it (see unseen), and while it does,
+// roomShared times, so that three others find their costs there. A key
+// alone loses nothing to the room (the bucket refills at the same rate,
+// held a little higher); a quota renewed whole would lose it at each
+// reset.
+func (b *costBucket) room(now time.Time, cost float64) float64 {
+	if !b.counted || !b.refills || b.limit <= 0 {
+		return 0
+	}
+	k := roomAlways
+	if b.others != 0 && now.UnixNano()-b.others <= int64(othersFor)*int64(b.othersSpan()) {
+		k = roomShared
+	}
+	return math.Max(0, math.Min(k*cost, b.limit)-cost)
+}
+
+// unseen records at now a reading of the server's count that lacks a
+// request's worth beyond what the key's own takings explain: othersShown
+// of them within b's othersSpan show other clients taking from the quota.
+// One now and then is no proof: a key alone meets it where an estimate
+// fell short of what the server counted by then (a stream's output: two
+// in six minutes of the fake Anthropic API, each 7-12% of the limit).
+func (b *costBucket) unseen(now time.Time) {
+	n := now.UnixNano()
+	if b.shown == 0 || n-b.shown > int64(b.othersSpan()) {
+		b.shown, b.lacked = n, 0
+	}
+	if b.lacked++; b.lacked >= othersShown {
+		b.others = n
+	}
+}
+
+// othersSpan returns the span within which othersShown readings show
+// other clients: the quota's refill time, and othersLeast at least.
+func (b *costBucket) othersSpan() time.Duration { return max(b.refillTime(), othersLeast) }
+
 // wait returns how long, from b's level at now, until b holds need; -1 if
 // that cannot be told (a windowed quota whose renewal is unknown).
 func (b *costBucket) wait(now time.Time, need float64) time.Duration {
@@ -125,14 +212,15 @@ func (cs *Costs) tooLargeLocked(cost units.Vec) (units.Unit, float64, bool) {
 	return 0, 0, false
 }
 
-// fitsLocked reports whether every bucket holds cost, at now (refilled).
+// fitsLocked reports whether every bucket holds cost and the room that a
+// request of cost own leaves (see costBucket.room), at now (refilled).
 // It requires cs.mu held.
-func (cs *Costs) fitsLocked(now time.Time, cost units.Vec) bool {
+func (cs *Costs) fitsLocked(now time.Time, cost, own units.Vec) bool {
 	for u := range cs.units {
 		b := &cs.units[u]
 		if cost[u] > 0 && b.limit > 0 {
 			b.refill(now)
-			if b.level < cost[u] {
+			if b.level < cost[u]+b.room(now, own[u]) {
 				return false
 			}
 		}
@@ -145,6 +233,9 @@ func (cs *Costs) fitsLocked(now time.Time, cost units.Vec) bool {
 func (cs *Costs) takeLocked(now time.Time, cost units.Vec) *Hold {
 	for u := range cs.units {
 		cs.units[u].level -= cost[u]
+		if cost[u] > 0 {
+			cs.units[u].taken = cost[u]
+		}
 	}
 	cs.ledger.add(now.UnixNano(), cost.Negated())
 	h := &Hold{cs: cs, cost: cost, mark: Mark{at: now, seq: cs.ledger.seq}}
@@ -219,9 +310,10 @@ func (cs *Costs) queuedLocked(cost units.Vec) units.Vec {
 }
 
 // waitLocked returns how long, at the buckets' rates, until every bucket
-// holds need, at now: the longest of its units' waits; -1 if that cannot
-// be told. It requires cs.mu held.
-func (cs *Costs) waitLocked(now time.Time, need units.Vec) time.Duration {
+// holds need and the room a request of cost own leaves (see
+// costBucket.room), at now: the longest of its units' waits; -1 if that
+// cannot be told. It requires cs.mu held.
+func (cs *Costs) waitLocked(now time.Time, need, own units.Vec) time.Duration {
 	var longest time.Duration
 	for u := range cs.units {
 		b := &cs.units[u]
@@ -229,7 +321,7 @@ func (cs *Costs) waitLocked(now time.Time, need units.Vec) time.Duration {
 			continue
 		}
 		b.refill(now)
-		w := b.wait(now, need[u])
+		w := b.wait(now, need[u]+b.room(now, own[u]))
 		if w < 0 {
 			return -1
 		}
@@ -258,6 +350,8 @@ func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, earl
 		b.level, b.at = b.limit, now
 	}
 	b.refill(now)
+	counted := b.counted
+	b.counted = true
 	var base float64 // what the server had left, brought to now
 	if q.Refill {
 		base = math.Min(b.limit, q.Remaining+b.rate()*lag.Seconds())
@@ -273,6 +367,9 @@ func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, earl
 	lo, hi := base+since-early-slack, base+since+late
 	switch {
 	case b.level > hi:
+		if lack := b.level - hi; counted && lack >= max(b.taken/2, b.limit*othersMin) && lack <= othersMost*b.taken {
+			b.unseen(now) // another client's request, or an estimate short
+		}
 		b.level = hi
 	case b.level < lo:
 		b.level = lo

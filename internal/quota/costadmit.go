@@ -20,9 +20,8 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 		return nil, err
 	}
 	now := time.Now()
-	room := cost // what the attempt leaves in the buckets (see costBucket.room)
 	cs.mu.Lock()
-	if cs.queue.Len() == 0 && !cs.heldLocked(cost) && cs.fitsLocked(now, cost, room) {
+	if cs.queue.Len() == 0 && !cs.heldLocked(cost) && cs.fitsLocked(now, cost) {
 		h := cs.takeLocked(now, cost)
 		cs.mu.Unlock()
 		return h, nil
@@ -30,10 +29,10 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 	var judged time.Duration
 	var t *gate.Ticket[units.Vec]
 	if retry {
-		judged = cs.waitLocked(now, cost, room)
+		judged = cs.waitLocked(now, cost, cost)
 		t = cs.queue.PushFront(cost)
 	} else {
-		judged = cs.waitLocked(now, cs.queuedLocked(cost), room)
+		judged = cs.waitLocked(now, cs.queuedLocked(cost), cost)
 		t = cs.queue.PushBack(cost)
 	}
 	cs.mu.Unlock()
@@ -61,7 +60,7 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 				cs.mu.Unlock()
 				return nil, w.L.TooLarge(w.Who, u.String(), cost[u], limit)
 			}
-			if cs.fitsLocked(now, cost, room) {
+			if cs.fitsLocked(now, cost) {
 				cs.queue.Remove(t)
 				h := cs.takeLocked(now, cost)
 				taken = true
@@ -69,7 +68,7 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 				cs.mu.Unlock()
 				return h, nil
 			}
-			sleepFor = cs.waitLocked(now, cost, room)
+			sleepFor = cs.waitLocked(now, cost, cost)
 			if sleepFor < 0 {
 				sleepFor = time.Second // a renewal not known yet: look again
 			}

@@ -213,14 +213,14 @@ func (cs *Costs) tooLargeLocked(cost units.Vec) (units.Unit, float64, bool) {
 }
 
 // fitsLocked reports whether every bucket holds cost and the room that a
-// request of cost own leaves (see costBucket.room), at now (refilled).
-// It requires cs.mu held.
-func (cs *Costs) fitsLocked(now time.Time, cost, own units.Vec) bool {
+// request of cost leaves (see costBucket.room), at now (refilled). It
+// requires cs.mu held.
+func (cs *Costs) fitsLocked(now time.Time, cost units.Vec) bool {
 	for u := range cs.units {
 		b := &cs.units[u]
 		if cost[u] > 0 && b.limit > 0 {
 			b.refill(now)
-			if b.level < cost[u]+b.room(now, own[u]) {
+			if b.level < cost[u]+b.room(now, cost[u]) {
 				return false
 			}
 		}

@@ -208,11 +208,21 @@ func (h *hostCount) RoundTrip(req *http.Request) (*http.Response, error) {
 	return respond(req, http.StatusOK, body), nil
 }
 
-// countedBody calls done once, when closed.
+// countedBody calls done once, when read to the end or closed: a request
+// is in flight until then, as polite counts it (its slot is free once the
+// body is read to the end, before the caller closes it).
 type countedBody struct {
 	io.Reader
 	done func()
 	once sync.Once
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
 }
 
 func (b *countedBody) Close() error {

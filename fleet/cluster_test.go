@@ -213,7 +213,7 @@ func TestClusterManyKeys(t *testing.T) {
 	c := startCluster(t, 3, 0)
 	m := manyKeys{procs: 4, hosts: 50, workers: 4, rate: 10, burst: 2, length: 3 * time.Second}
 	next, openings, reports := m.runProcs(t, c.addrs(), true)
-	m.check(t, next, openings)
+	m.check(t, next, openings, slowest(reports))
 	logTrips(t, reports)
 }
 

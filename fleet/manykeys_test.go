@@ -182,13 +182,26 @@ func crawl(tr http.RoundTripper, next *hostCounter, hosts, workers int, stop tim
 
 // check asserts what a crawler's fleet must hold: every host at most its
 // rate and burst in any second, and its quota over the run, give or take
-// 1%; no breaker opening while Redis is healthy.
-func (m manyKeys) check(t *testing.T, next *hostCounter, openings int64) {
+// 1%, and the sends that the slowest answer to a booking (late) can have
+// moved into one interval; no breaker opening while Redis is healthy.
+//
+// A process sends at the instant Redis booked counted from the answer's
+// arrival, never before it (counted from the call, a send would go early
+// by as much as the answer took, and over the quota): an answer that
+// comes late moves its send late by as much, into the next interval,
+// beside that interval's own sends. On 2 cores shared by four race-built
+// processes of 200 workers, Redis and the test, the slowest answer of a
+// run took 138–215 ms (8 runs), and a host's busiest 3 s held 32–33 of a
+// quota of 32 (34 in a CI run, over the bound before it counted this);
+// built without the race detector, 39–66 ms and 32.
+func (m manyKeys) check(t *testing.T, next *hostCounter, openings int64, late time.Duration) {
 	t.Helper()
 	inSecond, total := m.report(t, next, openings)
 	quota := float64(m.burst) + m.rate*m.length.Seconds()
-	assert.LessOrEqual(t, float64(inSecond), (m.rate+float64(m.burst))*1.01+1, "a host over its rate and burst in a second")
-	assert.LessOrEqual(t, float64(total), quota*1.01+1, "a host over its quota")
+	moved := m.rate * late.Seconds()
+	t.Logf("the slowest answer to a booking %v: up to %.1f sends moved into an interval", late.Round(time.Millisecond), moved)
+	assert.LessOrEqual(t, float64(inSecond), (m.rate+float64(m.burst))*1.01+1+moved, "a host over its rate and burst in a second")
+	assert.LessOrEqual(t, float64(total), quota*1.01+1+moved, "a host over its quota")
 	assert.Zero(t, openings, "the breaker opened while Redis was healthy")
 	assert.Zero(t, next.failed.Load(), "calls failed")
 }
@@ -247,7 +260,7 @@ func TestManyKeysShareRoundTrips(t *testing.T) {
 func TestManyKeysKeepEachQuota(t *testing.T) {
 	m := manyKeys{procs: 4, hosts: 50, workers: 4, rate: 10, burst: 2, length: 3 * time.Second}
 	next, openings, reports := m.runProcs(t, []string{startRedis(t).addr}, false)
-	m.check(t, next, openings)
+	m.check(t, next, openings, slowest(reports))
 	logTrips(t, reports)
 }
 
@@ -293,6 +306,17 @@ type manyKeysReport struct {
 	Trips       int64
 	Calls       int64
 	LateStartMs int64 // how late the process began against the run's start
+	SlowestNs   int64 // the slowest answer to a booking, in nanoseconds
+}
+
+// slowest returns the slowest answer to a booking of any process in
+// reports.
+func slowest(reports []manyKeysReport) time.Duration {
+	var d int64
+	for _, r := range reports {
+		d = max(d, r.SlowestNs)
+	}
+	return time.Duration(d)
 }
 
 // runProcs is run with each process of the fleet an OS process of its
@@ -401,6 +425,13 @@ func manyKeysChild() {
 			}
 		}))
 	defer f.Close()
+	var slowestNs atomic.Int64
+	f.Observe(fleet.Observer{OnCall: func(op string, d time.Duration, err error) {
+		if op == "reserve" && err == nil {
+			for cur := slowestNs.Load(); int64(d) > cur && !slowestNs.CompareAndSwap(cur, int64(d)); cur = slowestNs.Load() {
+			}
+		}
+	}})
 	// Dial Redis and load the scripts before the run, as warm does.
 	if _, err := f.Reserve(context.Background(), "warm-up", fleetapi.Request{PerSecond: 1, Burst: 1, MaxWait: -1}); err != nil {
 		fmt.Fprintln(os.Stderr, member, "warm-up:", err)
@@ -414,7 +445,7 @@ func manyKeysChild() {
 	stop := start.Add(length)
 	var firstErr atomic.Value
 	crawl(tr, next, hosts, workers, stop, func(err error) { firstErr.CompareAndSwap(nil, err.Error()) })
-	r := manyKeysReport{Arrivals: make(map[string][]int64), Openings: openings.Load(), Failed: next.failed.Load(), LateStartMs: late.Milliseconds()}
+	r := manyKeysReport{Arrivals: make(map[string][]int64), Openings: openings.Load(), Failed: next.failed.Load(), LateStartMs: late.Milliseconds(), SlowestNs: slowestNs.Load()}
 	if s, ok := firstErr.Load().(string); ok {
 		r.FirstError = s
 	}

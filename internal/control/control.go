@@ -67,6 +67,13 @@ type Controller interface {
 	// controller: the engine reads the clock for them only then.
 	Timed() bool
 
+	// Quoted tells the controller that an answer stated the quota the
+	// server counts the key's requests, or their costs, against: a
+	// server that refuses past what it says is left, whose round trips
+	// say nothing of its limit. The engine calls it before Observe for
+	// each such answer.
+	Quoted()
+
 	// ServerLimit returns the server's limit as the controller knows it
 	// (stated, or measured by throttles), in requests per second; 0 while
 	// it is unknown. A call is refused a wait only if it cannot end in
@@ -153,6 +160,9 @@ func (*plain) Sending() Mark { return NoMark }
 
 // Timed reports false.
 func (*plain) Timed() bool { return false }
+
+// Quoted does nothing: no round trip matters to a plain controller.
+func (*plain) Quoted() {}
 
 // StartRate reports false.
 func (*plain) StartRate(time.Time) (float64, int, bool) { return 0, 0, false }

@@ -79,11 +79,13 @@ type Gentle struct {
 	// odd from an event to the first success after it, and moves on by 2
 	// at each halving in between.
 	phase atomic.Uint32
-	// untimed reports that round trips do not matter for now (see
-	// Timed): a copy, read without mu, of "unthrottled, the endpoint's
-	// holds its own (slowEndpoint), and a round of round trips has come
-	// since the key began or forgot".
-	untimed atomic.Bool
+	// flags holds two facts read without mu: flagUntimed, that round
+	// trips do not matter for now (see Timed), a copy of "unthrottled,
+	// the endpoint's holds its own (slowEndpoint), and a round of round
+	// trips has come since the key began or forgot"; and flagQuoted,
+	// that the server's answers state the quota they count the key
+	// against (see Quoted), which stands for good.
+	flags atomic.Uint32
 
 	event    uint32    // the phase right after the last event
 	base     [2]uint32 // the least round trip of the previous epoch of round trips and of the current one
@@ -189,6 +191,12 @@ const (
 	sentBefore     sending = -1
 	sentUnanswered sending = 0
 	sentAfter      sending = 1
+)
+
+// The bits of Gentle.flags.
+const (
+	flagUntimed uint32 = 1 << iota // round trips do not matter for now (see Timed)
+	flagQuoted                     // the server states the quota it counts the key against (see Quoted)
 )
 
 // The reasons of Gentle.wary.

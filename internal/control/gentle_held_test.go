@@ -132,3 +132,61 @@ func TestGentleTellsASlowEndpointFromAServerThatHolds(t *testing.T) {
 	assert.Greater(t, g.Rate(), 1.5*delivered, "the rate no longer binds")
 	t.Logf("%d seconds with an event; rate %.1f, %.1f a second delivered", events, g.Rate(), delivered)
 }
+
+// A server that states the quota it counts (an LLM API, whose answers
+// take as long as the tokens they generate) refuses past it and holds
+// nothing: once an answer has stated it (Quoted), no round trip is a hold,
+// and no round of them a queue. The same LLM-like endpoint (one answer in
+// three 1 to 7 s, the others 100 ms; 64 callers, 60 s) untold is throttled
+// by its long answers; told, never. And the probe that a queue stops
+// (TestGentleQueueingStopsAProbe's server) goes on when the server states
+// its quota.
+func TestGentleTakesAQuotedServersRoundTripsForItsOwn(t *testing.T) {
+	llm := func(quoted bool) (*Gentle, []uint32) {
+		g := NewGentle(epoch)
+		if quoted {
+			g.Quoted()
+		}
+		i := 0
+		phases := heldRun(g, 64, 60*time.Second, func(time.Duration) time.Duration {
+			if i++; i%3 == 0 {
+				return time.Second + time.Duration(i%7)*time.Second
+			}
+			return 100 * time.Millisecond
+		})
+		return g, phases
+	}
+	untold, _ := llm(false)
+	assert.True(t, untold.Enabled(), "untold, its long answers throttled the key")
+	told, phases := llm(true)
+	assert.False(t, told.Enabled(), "told, no round trip throttled the key")
+	assert.Equal(t, phases[0], phases[len(phases)-1], "no event in 60 s")
+	assert.True(t, told.Timed(), "its round trips are still timed: the first contact's rounds use them")
+
+	queued := func(quoted bool) (rate float64, moved bool) {
+		g := NewGentle(epoch)
+		if quoted {
+			g.Quoted()
+		}
+		g.Update(at(0), true)
+		feedRTT := func(from, to time.Duration, n int, rtt time.Duration) {
+			for i := range n {
+				g.Observe(at(from+time.Duration(i)*(to-from)/time.Duration(n)), OK, 0, g.Sending(), rtt)
+			}
+		}
+		feedRTT(0, 2*time.Second, 200, time.Millisecond)
+		g.Update(at(2*time.Second), true)
+		feedRTT(2*time.Second, 3*time.Second, 100, time.Millisecond)
+		g.Update(at(3*time.Second), true)
+		feedRTT(3*time.Second, 7*time.Second, 396, time.Millisecond)
+		event := g.event
+		feedRTT(7*time.Second, 7400*time.Millisecond, 40, 40*time.Millisecond)
+		return g.Rate(), event != g.event
+	}
+	rate, moved := queued(false)
+	assert.True(t, moved, "untold, a queue stops the probe")
+	assert.Less(t, rate, 110.0)
+	rate, moved = queued(true)
+	assert.False(t, moved, "told, round trips show no queue")
+	assert.Greater(t, rate, 110.0, "the probe goes on")
+}

@@ -39,7 +39,7 @@ func (g *Gentle) sample(n int64, rtt time.Duration) (delivered float64, queueing
 	}
 	g.sampled = 0
 	if g.state == unthrottled && g.slow == slowEndpoint {
-		g.untimed.Store(true) // a base, and no hold to look for: enough until a throttle
+		g.flags.Or(flagUntimed) // a base, and no hold to look for: enough until a throttle
 	}
 	base := g.baseLocked()
 	span := nanosToSeconds(n - g.round)
@@ -81,7 +81,25 @@ func (g *Gentle) roundLocked() float64 {
 // throttled does not read the clock for them after a round has given it
 // a base, which costs a clock's read (50 ns on a virtual machine's clock)
 // on a call that needs no wait.
-func (g *Gentle) Timed() bool { return !g.untimed.Load() }
+func (g *Gentle) Timed() bool { return g.flags.Load()&flagUntimed == 0 }
+
+// Quoted tells g that an answer stated the quota the server counts the
+// key's requests (or their costs) against. Such a server refuses past its
+// quota and says how much is left; it neither holds a request past its
+// limit nor queues it, so that a round trip far above the base is its own
+// work (an LLM's answer takes as long as the tokens it generates: 0.1 to 7
+// s on the LLM bench's fake Anthropic API, its minute scaled to 10 s), and
+// g reads neither holds (see heldOut) nor a queue (see sample) from round
+// trips from then on. It costs one atomic load once told.
+func (g *Gentle) Quoted() {
+	if g.flags.Load()&flagQuoted == 0 {
+		g.flags.Or(flagQuoted)
+	}
+}
+
+// quoted reports whether an answer stated the quota the server counts
+// the key against (see Quoted).
+func (g *Gentle) quoted() bool { return g.flags.Load()&flagQuoted != 0 }
 
 // StartRate returns the rate at which a key with no history is paced at
 // now, its first contact, with the burst its bucket holds (gentleInitial),

@@ -77,10 +77,11 @@ func (g *Gentle) sentIn(sent uint32) sending {
 // slow endpoint's round trips spread far too, whatever the rate: holds of
 // requests sent while the rate stood still (neither W sought nor a probe)
 // show that, those sent while it rose the server's limit; once the first
-// outnumber the second by gentleHeldSteady, no round trip is a hold. It
+// outnumber the second by gentleHeldSteady, no round trip is a hold; nor
+// is one of a server that states the quota it counts (see Quoted). It
 // requires g.mu held.
 func (g *Gentle) heldOut(in *input) bool {
-	if g.slow == slowEndpoint || in.rtt <= 0 {
+	if g.slow == slowEndpoint || in.rtt <= 0 || g.quoted() {
 		return false
 	}
 	base := float64(g.baseLocked()) / 1e6
@@ -173,7 +174,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			g.thaw(n)
 			g.spent = 0
 		}
-		if delivered, queued := g.sample(n, in.rtt); queued && g.limitKnown() && g.rising(n) {
+		if delivered, queued := g.sample(n, in.rtt); queued && g.limitKnown() && g.rising(n) && !g.quoted() {
 			in.delivered = delivered
 			return g.step(queueing, in)
 		}
@@ -337,7 +338,7 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 	} else {
 		g.phase.Store(g.event)
 	}
-	g.untimed.Store(false) // a throttle, or a memory: round trips matter again
+	g.flags.And(^flagUntimed) // a throttle, or a memory: round trips matter again
 	g.ramp, g.frozen, g.held, g.spent = n, 0, -1, 0
 	if k != lockoutEpoch {
 		g.since, g.accepted = n, 0

@@ -70,6 +70,11 @@ func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
 		// too: where other clients spend the same quota unseen, the key's
 		// controller slows down for them.
 		stated := e.heed(c, k, s, a.Throttled, a.Now, placed)
+		if ctl := c.ctl; ctl != nil && (s.HasQuota || len(s.Quotas) > 0) {
+			// A server that says what is left of its quota refuses past
+			// it: its round trips are its own work.
+			ctl.Quoted()
+		}
 		heldBack := e.observe(c, k, a.Now, a.Outcome, stated)
 		e.tellFleet(c, k, a.Outcome)
 		if e.cfg.Memory != nil && (a.Throttled || heldBack || s.HasQuota || a.HasRetryAfter) {

@@ -172,6 +172,45 @@ func TestFirstContactPacesACrowdNotACaller(t *testing.T) {
 	})
 }
 
+// A first contact counts the attempts it let go past its server's last
+// answer, and holds the key's next ones while the server stays silent; an
+// attempt that a later gate then refused (here a cost larger than the
+// quota: a *CostError) was never sent, and is no silence of the server's.
+// 16 such calls at once, 300 ms after the server's last answer (its round
+// trip 100 ms): the next call goes at once, where it waited 7.6 s when
+// they counted (16 unanswered attempts take 6 s of silence to outlive).
+func TestFirstContactDoesNotCountAttemptsNeverSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &okNext{latency: 100 * time.Millisecond, start: time.Now()}
+		tr := New(next, WithQuota(UnitTokens, 1000, time.Minute))
+		call := func(tokens float64) error {
+			resp, err := getCtx(t, ContextWithCost(t.Context(), Cost{Tokens: tokens}), tr, "http://llm.test/")
+			if err == nil {
+				discard(resp)
+			}
+			return err
+		}
+		var wg sync.WaitGroup
+		for range 2 { // two at once: the first contact begins, and hears a round trip of 100 ms
+			wg.Go(func() { assert.NoError(t, call(10)) })
+		}
+		wg.Wait()
+		require.True(t, lookup(tr, "llm.test").Bucket().Starting(), "the first contact is on")
+		for range 16 {
+			wg.Go(func() {
+				var ce *CostError
+				assert.ErrorAs(t, call(2000), &ce, "too large for the quota: refused unsent")
+			})
+		}
+		wg.Wait()
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, call(10))
+		assert.Less(t, time.Since(start), 150*time.Millisecond, "sent at once, answered in its round trip")
+		assert.Len(t, next.sends(), 3, "only the calls that fit were sent")
+	})
+}
+
 // A server that states its quota on its first answers paces the key from
 // the next request: the first contact ends, and a 1-second window stated
 // in whole seconds (go-chi/httprate's headers) is paced from its first

@@ -107,12 +107,16 @@ func (e *Engine) fetchRobots(c *Call) (delay time.Duration, offLimits, err error
 func (e *Engine) admitLocal(c *Call) error {
 	ceiling, _ := e.Ceiling()
 	if k := c.state(e); k != nil {
-		if err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls); err != nil {
+		unheard, err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls)
+		if err != nil {
 			return err
+		}
+		if unheard {
+			c.start = &k.pace
 		}
 	}
 	if g := e.global; g != nil {
-		if err := g.pace.Admit(&c.Waiter, nil, ceiling, &g.calls); err != nil {
+		if _, err := g.pace.Admit(&c.Waiter, nil, ceiling, &g.calls); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,7 @@ type Call struct {
 
 	// The permits of the attempt in flight, in the order of the gates
 	// that gave them.
+	start  *pace.Bucket // the key's bucket whose first contact counts it unanswered (see pace.Bucket.Unsent)
 	quota  *quota.Quota // the request quota it counts in flight against
 	sent   uint64       // the number it was sent as in quota (quota.Sending)
 	hold   *quota.Hold  // what it took of the quotas in other units
@@ -96,6 +97,10 @@ func (c *Call) found(e *Engine, need bool) {
 // the cost it took, its slot. Its places in the gates' queues, and the
 // sends its waits booked, are given back by the gates that took them.
 func (c *Call) Drop() {
+	if c.start != nil {
+		c.start.Unsent()
+		c.start = nil
+	}
 	if c.slot != nil {
 		c.slot.Release()
 		c.slot = nil
@@ -113,6 +118,7 @@ func (c *Call) Drop() {
 // Sending records that the attempt is sent now: what the key's
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {
+	c.start = nil // sent: its answer, or the server's silence, counts
 	c.mark, c.sentAt = control.NoMark, time.Time{}
 	c.sent = 0
 	if c.quota != nil {

@@ -44,8 +44,12 @@ func (e *Engine) admitFleet(c *Call) error {
 	}
 	if perSecond == 0 && !shared {
 		ceiling, _ := e.Ceiling()
-		if err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls); err != nil {
+		unheard, err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls)
+		if err != nil {
 			return err
+		}
+		if unheard {
+			c.start = &k.pace
 		}
 		fk.OwnSent(time.Now())
 	}

@@ -18,8 +18,11 @@ import (
 // refuses at once, through w, a wait that would not end before the
 // deadline or a server pause longer than allowed; if the context is done
 // while the attempt waits, it returns the context's cause, having taken
-// no token.
-func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, calls *atomic.Int32) error {
+// no token. It reports whether the attempt counts among the first
+// contact's attempts its server has not answered (see hushedLocked): the
+// caller that does not send it, for a later gate refused it, says so
+// with Unsent.
+func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, calls *atomic.Int32) (unheard bool, err error) {
 	b.mu.Lock()
 	if b.limiter == nil && (b.more == nil || b.more.pausedUntil == 0 && b.more.queue.Len() == 0) {
 		// A key with no history goes unpaced while its calls go one at a
@@ -30,43 +33,40 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 			if ctl != nil && ceiling == rate.Inf && !b.is(admitted) {
 				b.mark(admitted, true) // once: a load on every call after (see startLocked)
 			}
-			return nil // nothing to wait for, and no need to read the clock
+			return false, nil // nothing to wait for, and no need to read the clock
 		}
 	}
 	now := time.Now()
 	pause := b.pauseNowLocked(now)
 	if b.goesNowLocked(now, pause) || b.growLocked(ctl, now, ceiling) && b.goesNowLocked(now, pause) {
+		unheard = b.sentLocked()
 		b.mu.Unlock()
-		return nil
+		return unheard, nil
 	}
 	n := b.waitingLocked() + 1
 	turn := b.turnWaitLocked(now, n)
 	judged := b.serverTurnLocked(now, n, ctl, ceiling)
 	b.mu.Unlock()
 	if err := w.RefuseWait(pause, judged, now); err != nil {
-		return err
+		return false, err
 	}
 	w.TellPaced(max(pause, turn), pause, turn)
 	return b.waitTurn(w, ctl, ceiling, now.Add(max(pause, turn)))
 }
 
 // goesNowLocked reports whether an attempt that finds the key unpaused
-// (pause 0) and no queue takes a token at now, and counts it if so (see
-// sentLocked). It requires b.mu held.
+// (pause 0) and no queue takes a token at now. It requires b.mu held.
 func (b *Bucket) goesNowLocked(now time.Time, pause time.Duration) bool {
-	if pause > 0 || b.waitingLocked() > 0 || b.hushedLocked(now) > 0 || b.limiter != nil && !b.limiter.AllowN(now, 1) {
-		return false
-	}
-	b.sentLocked()
-	return true
+	return pause == 0 && b.waitingLocked() == 0 && b.hushedLocked(now) == 0 && (b.limiter == nil || b.limiter.AllowN(now, 1))
 }
 
-// waitTurn queues the attempt for a token and returns when it has one.
+// waitTurn queues the attempt for a token and returns when it has one,
+// and whether the first contact counts it (see Admit).
 // The head of the queue sleeps until the key's pause is over and a token
 // is there; the others sleep until they become the head. told is when the
 // wait was reported to end: a wait that grows past it is reported again,
 // for what it adds.
-func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, told time.Time) error {
+func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, told time.Time) (bool, error) {
 	b.mu.Lock()
 	x := b.moreLocked()
 	t := x.queue.PushBack(struct{}{})
@@ -93,10 +93,10 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 			hushed := b.hushedLocked(now)
 			if pause == 0 && hushed == 0 && (b.limiter == nil || b.limiter.AllowN(b.takeAt(now, due), 1)) {
 				x.queue.Leave(t)
-				b.sentLocked()
+				unheard := b.sentLocked()
 				b.mu.Unlock()
 				taken = true
-				return nil
+				return unheard, nil
 			}
 			turn = max(b.turnWaitLocked(now, 1), hushed)
 			judged = b.serverTurnLocked(now, 1, ctl, ceiling)
@@ -111,7 +111,7 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 			// The head's wait can have grown since the attempt queued: the
 			// server paused the key. It never sleeps past the deadline.
 			if err := w.RefuseWait(pause, judged, now); err != nil {
-				return err
+				return false, err
 			}
 			if end := now.Add(sleepFor); end.Sub(told) > time.Millisecond {
 				w.TellPaced(end.Sub(told), pause, turn)
@@ -119,7 +119,7 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 			}
 		}
 		if err := t.Wait(w, sleepFor); err != nil {
-			return err
+			return false, err
 		}
 	}
 }
@@ -228,11 +228,27 @@ func (b *Bucket) hushedLocked(now time.Time) time.Duration {
 }
 
 // sentLocked counts an attempt the bucket admitted during its first
-// contact. It requires b.mu held.
-func (b *Bucket) sentLocked() {
+// contact, and reports whether it did. It requires b.mu held.
+func (b *Bucket) sentLocked() bool {
 	if b.is(starting) && b.more != nil {
 		b.more.unheard++
+		return true
 	}
+	return false
+}
+
+// Unsent takes back an attempt that Admit counted among the first
+// contact's unanswered ones, and that was not sent: a later gate refused
+// it (its deadline, a cost larger than the server's limit), or its
+// context ended. Left counted, such attempts made a server that had
+// answered every attempt it was sent look silent, and held the key's next
+// attempts for seconds (see hushedLocked).
+func (b *Bucket) Unsent() {
+	b.mu.Lock()
+	if x := b.more; x != nil && x.unheard > 0 {
+		x.unheard--
+	}
+	b.mu.Unlock()
 }
 
 // heardLocked records that the server answered an attempt of the first

@@ -90,7 +90,7 @@ func (quiet) OffLimits(gate.Who, error)                         {}
 // but come within a few of its round trips (an LLM's, generated for
 // seconds), nor one not yet heard at all.
 func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
-	for _, server := range []string{"silent", "answers at once", "answers in 2 s"} {
+	for _, server := range []string{"silent", "answers at once", "answers in 2 s", "refused by a later gate"} {
 		synctest.Test(t, func(t *testing.T) {
 			var (
 				b     Bucket
@@ -102,9 +102,10 @@ func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
 			calls.Store(16)
 			ctx, cancel := context.WithCancel(t.Context())
 			w := &gate.Waiter{L: quiet{}, Who: gate.Who{Ctx: ctx}}
-			if server == "silent" {
+			if server == "silent" || server == "refused by a later gate" {
 				// One attempt, answered in a millisecond; then silence.
-				require.NoError(t, b.Admit(w, ctl, rate.Inf, &calls))
+				_, err := b.Admit(w, ctl, rate.Inf, &calls)
+				require.NoError(t, err)
 				time.Sleep(time.Millisecond)
 				b.Follow(ctl, control.Rate{}, time.Now(), time.Millisecond, rate.Inf, 1)
 			}
@@ -112,9 +113,19 @@ func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
 				wg.Go(func() {
 					w := &gate.Waiter{L: quiet{}, Who: gate.Who{Ctx: ctx}}
 					// (Bounded: a key unpaced would admit without end.)
-					for sent.Load() < 1000 && b.Admit(w, ctl, rate.Inf, &calls) == nil {
+					for sent.Load() < 1000 {
+						unheard, err := b.Admit(w, ctl, rate.Inf, &calls)
+						if err != nil {
+							break
+						}
 						sent.Add(1)
 						switch server {
+						case "refused by a later gate":
+							// Admitted here, refused at once by a gate after
+							// this one (a deadline, a cost too large): never
+							// sent, never answered.
+							assert.True(t, unheard, "counted among the first contact's unanswered")
+							b.Unsent()
 						case "answers at once":
 							b.Follow(ctl, control.Rate{}, time.Now(), time.Millisecond, rate.Inf, 1)
 						case "answers in 2 s":
@@ -129,6 +140,12 @@ func TestAFirstContactStopsSendingWhileItsServerIsSilent(t *testing.T) {
 				time.Sleep(time.Second)
 				synctest.Wait()
 				assert.InDelta(t, 100, sent.Load(), 3, "a server that answers: the first contact's rate, 100 a second")
+			case "refused by a later gate":
+				// The server answered the one attempt it was sent; the
+				// others never reached it, and are no silence of its.
+				time.Sleep(time.Second)
+				synctest.Wait()
+				assert.InDelta(t, 100, sent.Load(), 3, "attempts not sent are taken back: the first contact's rate, 100 a second")
 			case "answers in 2 s":
 				time.Sleep(200 * time.Millisecond)
 				synctest.Wait()

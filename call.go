@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/politehttp/polite/internal/control"
@@ -248,11 +249,23 @@ func (c *call) init(t *Transport, req *http.Request) error {
 	}
 	if req.URL != nil {
 		c.ec.Host, c.ec.Route = req.URL.Host, req.URL.Path
-		if t.cfg.crawlDelay { // robots.txt is scoped by scheme and host (RFC 9309)
-			c.ec.Site = req.URL.Scheme + "://" + req.URL.Host
+		if t.cfg.crawlDelay {
+			c.ec.Site = siteKey(req.URL)
 		}
 	}
 	return nil
+}
+
+// siteKey returns the key of the robots.txt that applies to u, which is
+// scoped by scheme and host (RFC 9309): the host alone for https, most
+// crawls' scheme, so that a call builds no string (it did, one allocation
+// a call); scheme://host for any other. A host holds no "://": the two
+// kinds of key never meet.
+func siteKey(u *url.URL) string {
+	if u.Scheme == "https" {
+		return u.Host
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // judge reports whether the attempt failed in a way worth retrying, and

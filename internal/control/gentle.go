@@ -21,7 +21,6 @@ const (
 	gentleAfter      = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing
 	gentleBursty     = 0.5         // seconds of its limit that a server lets through at once, from which a probe a second on would measure the burst
 	gentleLockout    = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it: two of its periods
-	gentleLockedOut  = 0.25        // seconds the first floor's halvings were refused at least, for the floor to be what a server that counts refusals let through
 	gentleDouble     = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding W
 	gentleRisen      = 1.1         // a probe this far above W with no throttle has found the limit risen, and doubles four times as fast
 	gentleCooldown   = time.Second // a throttle of an attempt whose sending is unknown belongs to an event this recent

@@ -172,7 +172,7 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			// A success ends the halving: the curve goes on from where
 			// it stood.
 			g.thaw(n)
-			if g.spent >= 2 && g.state == climbing && n-g.since >= int64(gentleLockedOut*float64(time.Second)) {
+			if g.spent >= 2 && g.state == climbing {
 				// The first floor's halvings were refused twice and
 				// more: the server counts refusals (waryCounts), and
 				// locked the first contact out for its crossing. What

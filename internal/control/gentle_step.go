@@ -172,15 +172,6 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			// A success ends the halving: the curve goes on from where
 			// it stood.
 			g.thaw(n)
-			if g.spent >= 2 && g.state == climbing {
-				// The first floor's halvings were refused twice and
-				// more: the server counts refusals (waryCounts), and
-				// locked the first contact out for its crossing. What
-				// the floor measured is what it let through: hold
-				// there, probed after a hold, rather than climb from it
-				// into the lockout again.
-				g.state, g.fresh, g.ramp, g.found = holding, true, n, wholeSeconds(n)
-			}
 			g.spent = 0
 		}
 		if delivered, queued := g.sample(n, in.rtt); queued && g.limitKnown() && g.rising(n) && !g.quoted() {

@@ -222,8 +222,6 @@ func TestGentleFindsFromAFloorInRoundTrips(t *testing.T) {
 // While the limit is found from a floor, refusals halve the rate but never
 // below a request every four doublings of the finding: the server is
 // asked again within round trips, and the curve stands still meanwhile.
-// (Refused twice and more, the floor's server counts refusals: the first
-// success holds at the floor, see TestGentleHoldsAtAFloorItWasLockedOutAbove.)
 func TestGentleHalvingWhileFindingKeepsAsking(t *testing.T) {
 	g := NewGentle(epoch)
 	g.Observe(at(0), OK, 0, g.Sending(), time.Millisecond)
@@ -235,7 +233,7 @@ func TestGentleHalvingWhileFindingKeepsAsking(t *testing.T) {
 	before := g.curve(at(10 * time.Millisecond).UnixNano())
 	assert.InDelta(t, before, g.curve(at(time.Second).UnixNano()), 1e-9, "the curve stands still while refused")
 	g.Observe(at(time.Second), OK, 0, g.Sending(), time.Millisecond)
-	assert.InDelta(t, gentleHold*g.Limit(), g.Rate(), 1e-9, "a success after refusals the server counted: held at the floor")
+	assert.InDelta(t, before, g.Rate(), 0.01*before, "a success: on from where the curve stood")
 }
 
 // A server that queues what it cannot serve shows it in the round trip:
@@ -765,37 +763,4 @@ func TestGentleRemembersAServerWithNoBurst(t *testing.T) {
 			assert.True(t, r.Forgot, "a memory refused below its limit is stale: start over")
 		}
 	}
-}
-
-// A server that counts refusals (HAProxy's http_req_rate) locks a client
-// out while it goes on sending above its limit: the first contact's
-// crossing had the first floor's halvings refused, twice and more. What
-// that floor measured (the first contact's 100 requests, over a second)
-// is what the server let through; once the lockout lets a request pass,
-// the rate holds at the floor, probed after the hold of a server that
-// counts refusals (4 s at least, no probe that verifies it sooner), where
-// a climb from it crossed the limit again at once (4 refused in the
-// fake-time copy of the bench's HAProxy). A floor whose halvings were
-// refused once, or never, is climbed from as before.
-func TestGentleHoldsAtAFloorItWasLockedOutAbove(t *testing.T) {
-	ms := time.Millisecond
-	lockedOut := func(refusals int) *Gentle {
-		g := NewGentle(epoch)
-		feed(g, 0, 100*ms, 100)    // the first contact: 100 accepted in a tenth of a second
-		g.Update(at(100*ms), true) // its first throttle: a floor of 100 over a second
-		for i := range refusals {
-			g.Observe(at(time.Duration(200+100*i)*ms), Throttled, 0, g.Sending(), 0)
-		}
-		g.Observe(at(time.Second), OK, 0, g.Sending(), ms) // the lockout over
-		return g
-	}
-	g := lockedOut(3)
-	require.InDelta(t, 100, g.Limit(), 1, "the floor")
-	assert.Equal(t, holding, g.state)
-	assert.InDelta(t, gentleHold*100, g.Rate(), 0.5, "holding at the floor")
-	assert.InDelta(t, gentleHold*100, g.curve(at(4900*ms).UnixNano()), 0.5, "for the hold of a server that counts refusals, unverified")
-	assert.Greater(t, g.curve(at(5500*ms).UnixNano()), 100.0, "then a probe")
-
-	once := lockedOut(1)
-	assert.Equal(t, climbing, once.state, "refused once: climbed from (%d)", once.state)
 }

@@ -44,12 +44,8 @@ func (e *Engine) admitFleet(c *Call) error {
 	}
 	if perSecond == 0 && !shared {
 		ceiling, _ := e.Ceiling()
-		unheard, err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls)
-		if err != nil {
+		if err := c.pace(k, ceiling); err != nil {
 			return err
-		}
-		if unheard {
-			c.start = &k.pace
 		}
 		fk.OwnSent(time.Now())
 	}

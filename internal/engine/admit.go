@@ -3,8 +3,6 @@ package engine
 import (
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/pace"
 )
@@ -109,7 +107,7 @@ func (e *Engine) fetchRobots(c *Call) (delay time.Duration, offLimits, err error
 func (e *Engine) admitLocal(c *Call) error {
 	ceiling, _ := e.Ceiling()
 	if k := c.state(e); k != nil {
-		if err := c.pace(k, ceiling); err != nil {
+		if err := e.pace(c, k); err != nil {
 			return err
 		}
 	}
@@ -177,16 +175,5 @@ func (e *Engine) takeSlot(c *Call, k *Key, held **pace.Slots) error {
 		*held = slots
 	}
 	c.Tell(waited, gate.Slot, false) // a slot's wait has no known length: told once over
-	return err
-}
-
-// pace admits the call's attempt through its key's bucket, and holds the
-// first contact's count of it, if the bucket took one, as a permit (see
-// Drop).
-func (c *Call) pace(k *Key, ceiling rate.Limit) error {
-	unheard, err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls)
-	if unheard {
-		c.start = &k.pace
-	}
 	return err
 }

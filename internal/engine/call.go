@@ -115,6 +115,18 @@ func (c *Call) Drop() {
 	}
 }
 
+// pace admits the call's attempt through its key's bucket, and holds the
+// first contact's count of it, if the bucket took one, as a permit (see
+// Call.Drop).
+func (e *Engine) pace(c *Call, k *Key) error {
+	ceiling, _ := e.Ceiling()
+	unheard, err := k.pace.Admit(&c.Waiter, c.ctl, ceiling, &k.calls)
+	if unheard {
+		c.start = &k.pace
+	}
+	return err
+}
+
 // Sending records that the attempt is sent now: what the key's
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {

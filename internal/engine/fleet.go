@@ -43,8 +43,7 @@ func (e *Engine) admitFleet(c *Call) error {
 		return err
 	}
 	if perSecond == 0 && !shared {
-		ceiling, _ := e.Ceiling()
-		if err := c.pace(k, ceiling); err != nil {
+		if err := e.pace(c, k); err != nil {
 			return err
 		}
 		fk.OwnSent(time.Now())

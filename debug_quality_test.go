@@ -77,7 +77,8 @@ func TestDebugQuality(t *testing.T) {
 }
 
 // TestDebugQualityStatus runs polite on the scenario QS (8 s) and prints
-// its key's status every QEVERY (100ms if unset) with the server's counts.
+// its key's status every QEVERY (100ms if unset) with the server's counts;
+// QC=polite-memory or polite-memory-stale restarts it from a memory.
 func TestDebugQualityStatus(t *testing.T) {
 	name := os.Getenv("QS")
 	if name == "" {
@@ -94,10 +95,17 @@ func TestDebugQualityStatus(t *testing.T) {
 			continue
 		}
 		synctest.Test(t, func(t *testing.T) {
+			opts := []polite.Option{polite.WithSeed(1)}
+			switch os.Getenv("QC") {
+			case "polite-memory":
+				opts = append(opts, polite.WithMemory(sc.learn(t, 1, 1)))
+			case "polite-memory-stale":
+				opts = append(opts, polite.WithMemory(sc.learn(t, 1, cmp.Or(sc.stale, 2))))
+			}
 			time.Sleep(phase(1))
 			start := time.Now()
 			srv := sc.server(start, sc.schedule, 1)
-			tr := polite.New(srv, polite.WithSeed(1))
+			tr := polite.New(srv, opts...)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)

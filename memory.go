@@ -72,6 +72,16 @@ type Remembered struct {
 	// started from the memory holds as the one that learnt it did, which
 	// only a first contact shows.
 	NoBurst bool
+	// CountsRefusals reports that polite measured Limit on a server that
+	// counts the requests it refuses against its limit (HAProxy's
+	// http_req_rate does): a client that goes on sending past the limit is
+	// refused for a while after, whatever its rate meanwhile. [Gentle]
+	// reads the refusals that follow its own crossing of the limit as that
+	// lockout, not as a lower limit: a process started from the memory
+	// does so from its first crossing, where one with no memory learns it
+	// from its first contact, which a process whose remembered limit
+	// proves stale may never make.
+	CountsRefusals bool
 }
 
 // memoryOf is a Memory as the engine reads it: a memfile.Record has the
@@ -217,7 +227,9 @@ func (m *FileMemory) Close() error { return m.s.Close() }
 // MarshalText encodes r as a Memory's stores keep it: five or six fields
 // separated by tabs, the limit in requests per second, "s" if the server
 // stated it, "m" if polite measured it, or "n" if polite measured it on
-// a server that lets no burst through (NoBurst), the window, the end of the
+// a server that lets no burst through (NoBurst), either of these two
+// followed by "c" on a server that counts its refusals (CountsRefusals),
+// the window, the end of the
 // pause and when the limit was learnt, these three in milliseconds (the
 // instants since the Unix epoch; 0 if none), and, if known, Since (the
 // instant, in milliseconds, cut to a whole number of seconds before At).

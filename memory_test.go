@@ -486,6 +486,8 @@ func TestRememberedText(t *testing.T) {
 		{Limit: 10, Stated: true, Window: time.Minute, PausedUntil: at.Add(time.Hour), At: at},
 		{Limit: 50, At: at, Since: at.Add(-16 * time.Second)},
 		{Limit: 85, At: at, Since: at.Add(-4 * time.Second), NoBurst: true},
+		{Limit: 97, At: at, Since: at.Add(-4 * time.Second), CountsRefusals: true},
+		{Limit: 85, At: at, NoBurst: true, CountsRefusals: true},
 	} {
 		text, err := r.MarshalText()
 		require.NoError(t, err)
@@ -509,7 +511,14 @@ func TestRememberedText(t *testing.T) {
 	assert.Equal(t, "85\tn\t0\t0\t1800000000123", string(text))
 	text, _ = polite.Remembered{Limit: 85, Stated: true, At: at, NoBurst: true}.MarshalText()
 	assert.Equal(t, "85\ts\t0\t0\t1800000000123", string(text))
-	for _, bad := range []string{"", "1", "NaN\tm\t0\t0\t0", "1\tx\t0\t0\t0", "1\tm\t-1\t0\t0", "1\tm\t0\t0\t0\textra",
+	// CountsRefusals: "c" after "m" or "n"; again, not after "s".
+	text, _ = polite.Remembered{Limit: 97, At: at, CountsRefusals: true}.MarshalText()
+	assert.Equal(t, "97\tmc\t0\t0\t1800000000123", string(text))
+	text, _ = polite.Remembered{Limit: 85, At: at, NoBurst: true, CountsRefusals: true}.MarshalText()
+	assert.Equal(t, "85\tnc\t0\t0\t1800000000123", string(text))
+	text, _ = polite.Remembered{Limit: 85, Stated: true, At: at, CountsRefusals: true}.MarshalText()
+	assert.Equal(t, "85\ts\t0\t0\t1800000000123", string(text))
+	for _, bad := range []string{"", "1", "NaN\tm\t0\t0\t0", "1\tx\t0\t0\t0", "1\tsc\t0\t0\t0", "1\tc\t0\t0\t0", "1\tmcc\t0\t0\t0", "1\tcm\t0\t0\t0", "1\tm\t-1\t0\t0", "1\tm\t0\t0\t0\textra",
 		"1e10\tm\t0\t0\t0", "1\tm\t0\t0\t0\t-5", "1\tm\t0\t0\t0\t5\t6"} {
 		r := polite.Remembered{Limit: 7}
 		assert.Error(t, r.UnmarshalText([]byte(bad)), "%q", bad)

@@ -80,6 +80,9 @@ func describeMemory(r polite.Remembered, ok bool, now time.Time) string {
 		if r.NoBurst {
 			s += ", a server that lets no burst through"
 		}
+		if r.CountsRefusals {
+			s += ", a server that counts the requests it refuses"
+		}
 	}
 	if r.Limit > 0 {
 		age := now.Sub(r.At)

@@ -97,6 +97,8 @@ func TestDescribeMemory(t *testing.T) {
 			"limit 98 requests/s, as polite measured from the server's throttles, 2s ago"},
 		{polite.Remembered{Limit: 85, At: at, NoBurst: true},
 			"limit 85 requests/s, as polite measured from the server's throttles, a server that lets no burst through, 2s ago"},
+		{polite.Remembered{Limit: 97, At: at, CountsRefusals: true},
+			"limit 97 requests/s, as polite measured from the server's throttles, a server that counts the requests it refuses, 2s ago"},
 	} {
 		assert.Equal(t, c.want, describeMemory(c.r, true, now))
 	}

@@ -109,12 +109,13 @@ type Controller interface {
 
 // Recalled is a limit a memory kept: Limit requests per second (stated
 // reports that the server stated it), which had stood that long; NoBurst
-// reports that the server let no burst through (see Known).
+// and CountsRefusals report what the server showed of itself (see Known).
 type Recalled struct {
-	Limit   float64
-	Stated  bool
-	Stood   time.Duration
-	NoBurst bool
+	Limit          float64
+	Stated         bool
+	Stood          time.Duration
+	NoBurst        bool
+	CountsRefusals bool
 }
 
 // Known is what a controller knows worth remembering: the server's limit
@@ -122,12 +123,16 @@ type Recalled struct {
 // limit has stood, in whole seconds, and whether the server lets no burst
 // through (of the first two requests of a first contact, sent at once,
 // one passed and the other was refused), which the rules for such a
-// server need and a first contact alone shows.
+// server need and a first contact alone shows; and whether it counts the
+// requests it refuses against its limit (refused twice in a row after a
+// crossing), which a process whose remembered limit proves stale may
+// never see: it crosses the limit too gently to be refused twice.
 type Known struct {
-	Limit   float64
-	Stated  bool
-	Stood   uint32
-	NoBurst bool
+	Limit          float64
+	Stated         bool
+	Stood          uint32
+	NoBurst        bool
+	CountsRefusals bool
 }
 
 // plain is what Cubic and AIMD share: the methods of a controller that

@@ -21,6 +21,7 @@ const (
 	gentleAfter      = 0.85        // an aftershock of a crossing lowers W to this share of it at least: its handful of requests measure nothing
 	gentleBursty     = 0.5         // seconds of its limit that a server lets through at once, from which a probe a second on would measure the burst
 	gentleLockout    = 2.0         // seconds after a crossing in which a server that counts refusals still refuses for it: two of its periods
+	gentleLockedOut  = 0.25        // seconds the first floor's halvings were refused at least, for the floor to be what a server that counts refusals let through
 	gentleDouble     = 1.0         // seconds in which a probe doubles the rate; a quarter of that while finding W
 	gentleRisen      = 1.1         // a probe this far above W with no throttle has found the limit risen, and doubles four times as fast
 	gentleCooldown   = time.Second // a throttle of an attempt whose sending is unknown belongs to an event this recent
@@ -108,7 +109,8 @@ type Gentle struct {
 	// into holding; crossing, of the epoch, says whether an epoch of
 	// either began with the server overdrawn and whether its lockout
 	// came; wary and tight, of the server, stand until a memory's limit
-	// is forgotten; recalled, of where W and the stated limit came from,
+	// is forgotten, but for waryCounts, which stands for good (a memory
+	// may have given it: see Recalled); recalled, of where W and the stated limit came from,
 	// stands through queueing epochs until a throttle or an answer;
 	// queued, of the round trips, is the sampler's memory of its last
 	// round; slow, of the endpoint, stands for good once learnt; lag, of
@@ -224,7 +226,8 @@ type tightness uint8
 
 const (
 	tightUnknown tightness = iota // the key's first throttle has not come
-	tightNo                       // more than one passed, or the first throttle came after a memory's limit was forgotten
+	tightNo                       // more than one passed
+	tightStale                    // the first throttle came after a memory's limit was forgotten: its floor is the stale rate's, and tells nothing of the burst
 	tightMaybe                    // one was refused before any came back: those in flight tell (see tally)
 	tightYes                      // one passed and the next was refused, not more
 )

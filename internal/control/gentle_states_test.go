@@ -97,6 +97,7 @@ func (tw *twin) check(string) {
 	tw.put(k.Stated)
 	tw.put(k.Stood)
 	tw.put(k.NoBurst)
+	tw.put(k.CountsRefusals)
 	r, b, ok := tw.g.StartRate(tw.now)
 	tw.put(r)
 	tw.put(b)
@@ -386,7 +387,7 @@ func simTrace(tw *twin, r *rand.Rand, steps int) {
 	if r.IntN(4) == 0 {
 		limit := s.limit * []float64{1, 1, 0.5, 2, 10}[r.IntN(5)]
 		stood := []time.Duration{0, 3 * time.Second, 20 * time.Second, time.Hour}[r.IntN(4)]
-		tw.recall(Recalled{Limit: limit, Stated: r.IntN(4) == 0, Stood: stood, NoBurst: r.IntN(4) == 0})
+		tw.recall(Recalled{Limit: limit, Stated: r.IntN(4) == 0, Stood: stood, NoBurst: r.IntN(4) == 0, CountsRefusals: r.IntN(4) == 0})
 	}
 	type flight struct {
 		done time.Time

@@ -172,6 +172,18 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 			// A success ends the halving: the curve goes on from where
 			// it stood.
 			g.thaw(n)
+			if g.spent >= 2 && g.state == climbing && g.tight != tightStale && n-g.since >= int64(gentleLockedOut*float64(time.Second)) {
+				// The first floor's halvings were refused twice and
+				// more, for a quarter second at least: the server
+				// counts refusals (waryCounts), and locked the first
+				// contact out for its crossing. What the floor measured
+				// is what it let through: hold there, probed after a
+				// hold, rather than climb from it into the lockout
+				// again. (Not after a memory's limit was forgotten:
+				// that floor measured the stale rate's crossing, not
+				// the server.)
+				g.state, g.fresh, g.ramp, g.found = holding, true, n, wholeSeconds(n)
+			}
 			g.spent = 0
 		}
 		if delivered, queued := g.sample(n, in.rtt); queued && g.limitKnown() && g.rising(n) && !g.quoted() {
@@ -316,6 +328,9 @@ func (g *Gentle) step(e gentleEvent, in *input) (forgot bool) {
 		if m.NoBurst {
 			g.tight = tightYes // what the first contact showed, and no other can show again
 		}
+		if m.CountsRefusals {
+			g.wary |= waryCounts // what a crossing showed, which a stale limit's may not show again
+		}
 		if m.Stated {
 			g.stated = m.Limit
 			g.recalled |= recalledStated
@@ -352,8 +367,9 @@ func (g *Gentle) startEpoch(n int64, k epochKind) {
 // server stated in an answer, which it keeps. It requires g.mu held.
 func (g *Gentle) forget(n int64, stated float64) {
 	g.round, g.limit, g.stated, g.state = 0, 0, 0, unthrottled
-	g.fresh, g.queued, g.crossing, g.wary, g.recalled, g.lag, g.steady = false, false, notCrossed, 0, 0, 0, 0
-	g.tight = tightNo // the first throttle after a memory's stale rate tells nothing of the burst
+	g.fresh, g.queued, g.crossing, g.recalled, g.lag, g.steady = false, false, notCrossed, 0, 0, 0
+	g.wary &= waryCounts // a server that counts refusals still does at its new limit
+	g.tight = tightStale
 	g.dropped, g.settled, g.second, g.least, g.found = 0, 0, [5]uint16{}, 0, wholeSeconds(n)
 	g.startEpoch(n, rememberedEpoch)
 	g.stated = stated

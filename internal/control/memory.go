@@ -51,7 +51,7 @@ func (g *Gentle) Known(now time.Time) Known {
 	if s := wholeSeconds(now.UnixNano()); s > g.found && math.Abs(g.limit-float64(g.settled)) <= 0.05*float64(g.settled) {
 		stood = s - g.found // (an event while the rate held moved the estimate since: not this one's)
 	}
-	return Known{Limit: float64(g.settled), Stated: false, Stood: stood, NoBurst: g.tight == tightYes}
+	return Known{Limit: float64(g.settled), Stated: false, Stood: stood, NoBurst: g.tight == tightYes, CountsRefusals: g.wary&waryCounts != 0}
 }
 
 // Worth returns what of k, known at n (Unix nanoseconds), is worth
@@ -72,7 +72,7 @@ func (k Known) Worth(told Known, toldAt, n int64) (Known, bool) {
 		k.Limit = 0
 	}
 	longer := told.Stood < gentleMaxWait && k.Stood >= max(2*told.Stood, gentleWait)
-	moved := k.Limit > 0 && (math.Abs(k.Limit-told.Limit) > tellMoved*told.Limit || k.Stated != told.Stated || k.NoBurst != told.NoBurst ||
+	moved := k.Limit > 0 && (math.Abs(k.Limit-told.Limit) > tellMoved*told.Limit || k.Stated != told.Stated || k.NoBurst != told.NoBurst || k.CountsRefusals != told.CountsRefusals ||
 		n-toldAt >= int64(tellAgain) || longer)
 	return k, moved
 }

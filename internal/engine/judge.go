@@ -281,7 +281,7 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	}
 	m.paused = max(paused, toldPaused)
 	m.mu.Unlock()
-	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now, NoBurst: known.NoBurst}
+	r := memfile.Record{Limit: known.Limit, Stated: known.Stated, At: now, NoBurst: known.NoBurst, CountsRefusals: known.CountsRefusals}
 	if known.Stated {
 		r.Window = window
 	} else if known.Stood > 0 {
@@ -290,7 +290,7 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	if known.Limit == 0 && told.Limit > 0 {
 		// A pause, with no limit known since the key's state was made: the
 		// limit told before stands, as old as it was.
-		r.Limit, r.Stated, r.At, r.NoBurst = told.Limit, told.Stated, time.Unix(0, toldAt), told.NoBurst
+		r.Limit, r.Stated, r.At, r.NoBurst, r.CountsRefusals = told.Limit, told.Stated, time.Unix(0, toldAt), told.NoBurst, told.CountsRefusals
 		if told.Stood > 0 && !told.Stated {
 			r.Since = r.At.Add(-time.Duration(told.Stood) * time.Second)
 		}

@@ -30,7 +30,7 @@ func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 	}
 	limit = min(max(limit, control.MinRate), control.MaxRate)
 	m := part(k, memoPart, newOf[memo]())
-	m.told, m.at = control.Known{Limit: limit, Stated: r.Stated, NoBurst: r.NoBurst}, at
+	m.told, m.at = control.Known{Limit: limit, Stated: r.Stated, NoBurst: r.NoBurst, CountsRefusals: r.CountsRefusals}, at
 	if r.Stated {
 		// The quota the server stated paces the key, as after its first
 		// answer (the rate of it, until an answer says what is left), and
@@ -49,7 +49,7 @@ func (e *Engine) recall(k *Key, r memfile.Record, now time.Time) {
 	if !r.Since.IsZero() && !r.Stated {
 		stood = min(max(r.At.Sub(r.Since), 0), memfile.MaxAge)
 	}
-	start, ok := ctl.Recall(now, control.Recalled{Limit: limit, Stated: r.Stated, Stood: stood, NoBurst: r.NoBurst})
+	start, ok := ctl.Recall(now, control.Recalled{Limit: limit, Stated: r.Stated, Stood: stood, NoBurst: r.NoBurst, CountsRefusals: r.CountsRefusals})
 	if !ok {
 		return
 	}

@@ -243,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *call) init(t *Transport, req *http.Request) error {
 	c.t, c.req, c.resent = t, req, -1
 	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = req.Context(), t.cfg.maxRetryAfter, (*edge)(t)
-	c.ec.Who.Key, c.ec.Who.Edge = t.cfg.key(req), req
+	c.ec.Who.Key, c.ec.Who.Edge, c.ec.Who.Priority = t.cfg.key(req), req, t.cfg.priorityOf(req)
 	if err := c.estimateCost(); err != nil {
 		return err
 	}

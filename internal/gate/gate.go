@@ -32,16 +32,22 @@ const (
 )
 
 // Who is the attempt a Listener hears of: its key, its number (1 for a
-// call's first attempt), its context, and what the edge that drives the
+// call's first attempt), its priority, its context, and what the edge that drives the
 // engine keeps of it (polite's Transport: the caller's *http.Request). It
 // is passed by value, so that the edge's state of a call never escapes to
 // the heap through a Listener.
 type Who struct {
-	Key     string
-	Attempt int
-	Ctx     context.Context
-	Edge    any
+	Key      string
+	Attempt  int
+	Priority Priority
+	Ctx      context.Context
+	Edge     any
 }
+
+// A Priority orders the attempts that wait at a gate: a higher one goes
+// first, and attempts of one priority in order of arrival. Its values are
+// those of polite's Priority; 0 is the default.
+type Priority int8
 
 // A Listener hears what an attempt's waits come to: the edge that drives
 // the engine (polite's Transport) reports them as events, and makes the

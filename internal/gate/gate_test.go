@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -43,7 +44,9 @@ func (h *heard) OffLimits(Who, error) {}
 // wakes no one, and Grant hands the head what it waits for.
 func TestQueueOrder(t *testing.T) {
 	var q Queue[int]
-	a, b, c := q.PushBack(1), q.PushBack(2), q.PushFront(0)
+	a, _ := q.PushBack(1, 0)
+	b, _ := q.PushBack(2, 0)
+	c := q.PushFront(0, 0)
 	require.Equal(t, 3, q.Len())
 	var order []int
 	for tk := range q.All() {
@@ -69,6 +72,106 @@ func TestQueueOrder(t *testing.T) {
 	assert.Len(t, b.wake, 1, "granted and woken")
 	assert.Zero(t, q.Len())
 	assert.False(t, q.Grant(), "nobody waits")
+}
+
+// A queue orders its tickets by priority, then arrival: an attempt joins
+// behind every other of its priority or higher and ahead of the lower
+// ones, and learns how many wait ahead of it; a retry (PushFront) goes
+// first of its priority, behind the higher ones. Joining a backlog at its
+// own priority walks none of it.
+func TestQueueOrdersByPriority(t *testing.T) {
+	var q Queue[string]
+	order := func() (s []string) {
+		for tk := range q.All() {
+			s = append(s, tk.Value)
+		}
+		return s
+	}
+	const batch, interactive, critical Priority = -1, 1, 2
+	for i := range 3 {
+		_, ahead := q.PushBack(fmt.Sprint("b", i), batch)
+		assert.Equal(t, i, ahead)
+	}
+	i0, ahead := q.PushBack("i0", interactive)
+	assert.Zero(t, ahead, "ahead of the batch backlog")
+	assert.True(t, q.IsHead(i0))
+	_, ahead = q.PushBack("d0", 0)
+	assert.Equal(t, 1, ahead, "behind the interactive one, ahead of the batch")
+	_, ahead = q.PushBack("i1", interactive)
+	assert.Equal(t, 1, ahead, "behind the interactive one that came first")
+	q.PushFront("retry", 0)
+	q.PushFront("c0", critical)
+	_, ahead = q.PushBack("b3", batch)
+	assert.Equal(t, 8, ahead)
+	assert.Equal(t, []string{"c0", "i0", "i1", "retry", "d0", "b0", "b1", "b2", "b3"}, order())
+	require.Equal(t, 9, q.Len())
+	var back []string
+	for tk := q.tail; tk != nil; tk = tk.prev {
+		back = append([]string{tk.Value}, back...)
+	}
+	assert.Equal(t, order(), back, "linked both ways")
+}
+
+// Under a backlog of a higher priority, each lower priority waiting keeps
+// a tenth of the turns (Floor), served in its order of arrival; with two
+// lower ones, each keeps its tenth (FloorTurns); one that has nothing waiting earns
+// nothing meanwhile. Attempts that give up their place (Leave) take no
+// turn.
+func TestQueueKeepsAFloorForEachLowerPriority(t *testing.T) {
+	var q Queue[string]
+	const background, batch, interactive Priority = -40, -20, 20
+	for i := range 300 {
+		q.PushBack(fmt.Sprint("i", i), interactive)
+		q.PushBack(fmt.Sprint("b", i), batch)
+	}
+	serve := func(turns int) (served []string) {
+		for range turns {
+			h := q.next()
+			require.True(t, q.IsHead(h))
+			q.Served(h)
+			served = append(served, h.Value)
+		}
+		return served
+	}
+	served := serve(101)
+	assert.Equal(t, []string{"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7", "i8", "i9", "b0", "i10"}, served[:12], "a turn in every ten, earned over ten")
+	count := func(s []string, prefix string) (n int) {
+		for _, v := range s {
+			if v[:1] == prefix {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 10, count(served, "b"), "batch: a tenth of the turns")
+	var order []string
+	for _, v := range served {
+		if v[:1] == "b" {
+			order = append(order, v)
+		}
+	}
+	assert.Equal(t, []string{"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9"}, order, "in their order of arrival")
+
+	for i := range 100 {
+		q.PushBack(fmt.Sprint("g", i), background)
+	}
+	served = serve(200)
+	assert.InDelta(t, 20, count(served, "b"), 1, "batch keeps its tenth")
+	assert.InDelta(t, 20, count(served, "g"), 1, "and background its own")
+
+	// A lower priority with nothing waiting earns nothing.
+	var r Queue[string]
+	for i := range 50 {
+		r.PushBack(fmt.Sprint("i", i), interactive)
+	}
+	for range 40 {
+		r.Served(r.next())
+	}
+	late, _ := r.PushBack("b", batch)
+	assert.False(t, r.IsHead(late), "no turns earned while it was not there")
+	gaveUp, _ := r.PushBack("b-gone", batch)
+	r.Leave(gaveUp)
+	assert.Equal(t, 11, r.Len())
 }
 
 // A wait that cannot end before the deadline, or a server's pause longer
@@ -125,7 +228,8 @@ func TestTicketWait(t *testing.T) {
 		var q Queue[struct{}]
 		w := &Waiter{L: &heard{}, Who: Who{Ctx: t.Context()}}
 		mu.Lock()
-		a, b := q.PushBack(struct{}{}), q.PushBack(struct{}{})
+		a, _ := q.PushBack(struct{}{}, 0)
+		b, _ := q.PushBack(struct{}{}, 0)
 		mu.Unlock()
 		done := make(chan time.Duration)
 		start := time.Now()

@@ -5,11 +5,27 @@ import (
 	"time"
 )
 
-// A Queue is where attempts wait their turn at a gate, in order of
-// arrival (a retry may keep its call's place at the front). Each waiting
-// attempt holds a Ticket; the head of the queue is the one whose turn
-// comes next. Unlike waiting on an instant booked ahead, an attempt that
-// gives up leaves nothing behind: the tickets after it move up at once.
+// FloorTurns is how many of a gate's turns each priority below the
+// highest one waiting earns a turn of its own in while it has attempts
+// waiting: a floor of a tenth of the turns, so that work of a lower
+// priority goes on, slowly, under any load of a higher one (see Queue).
+const FloorTurns = 10
+
+// A Queue is where attempts wait their turn at a gate: in order of
+// priority, then arrival (a retry may keep its call's place at the front
+// of its priority), but for the floor each lower priority keeps. Each
+// waiting attempt holds a Ticket; the head of the queue is the one whose
+// turn comes next. Unlike waiting on an instant booked ahead, an attempt
+// that gives up leaves nothing behind: the tickets after it move up at
+// once.
+//
+// The floor: each priority with attempts waiting, but the highest, earns
+// a tenth of a turn (1/FloorTurns) at every turn the queue serves
+// (Served, Grant), and spends a whole one on a turn of its own. Once it has earned a whole
+// turn, its first attempt is the head, ahead of the higher ones: under a
+// backlog of a higher priority, each lower one waiting gets a tenth of
+// the turns, and none of them starves. A priority that has no attempt
+// waiting earns nothing, and keeps nothing of what it had earned.
 //
 // Every gate that waits uses this one type, with the value its tickets
 // carry (a cost, for the quotas in tokens). A Queue is guarded by the lock
@@ -18,12 +34,23 @@ import (
 type Queue[T any] struct {
 	head, tail *Ticket[T]
 	n          int
+	classes    []class[T] // the priorities with attempts waiting, highest first
+}
+
+// A class is the attempts of one priority waiting in a Queue: they stand
+// together in it, from first on.
+type class[T any] struct {
+	prio   Priority
+	first  *Ticket[T]
+	n      int
+	earned int // the tenths of a turn earned toward the floor (see Queue)
 }
 
 // A Ticket is one attempt's place in a Queue.
 type Ticket[T any] struct {
 	prev, next *Ticket[T]
 	in         bool
+	prio       Priority
 	wake       chan struct{}
 	// Granted reports that the gate handed the attempt what it waited for
 	// as it left the queue (see Queue.Grant).
@@ -32,37 +59,109 @@ type Ticket[T any] struct {
 	Value T
 }
 
-// PushBack queues an attempt that waits with v behind every other, and
-// returns its ticket.
-func (q *Queue[T]) PushBack(v T) *Ticket[T] {
-	t := &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true}
-	if q.tail == nil {
-		q.head, q.tail = t, t
-	} else {
-		t.prev, q.tail.next, q.tail = q.tail, t, t
+// PushBack queues an attempt that waits with v, at priority p, behind
+// every other of priority p or higher and before every one of a lower
+// priority, and returns its ticket and its place in that order: the
+// number of attempts that wait ahead of it.
+func (q *Queue[T]) PushBack(v T, p Priority) (t *Ticket[T], ahead int) {
+	t = &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: p}
+	after, behind := q.lastAtLeast(p)
+	q.insertAfter(t, after)
+	c := q.classOf(p)
+	if c.first == nil {
+		c.first = t
 	}
-	q.n++
+	return t, q.n - 1 - behind
+}
+
+// PushFront queues an attempt that waits with v, at priority p, before
+// every other of priority p or lower and behind every one of a higher
+// priority (a retry that keeps its call's place), and returns its ticket.
+func (q *Queue[T]) PushFront(v T, p Priority) *Ticket[T] {
+	t := &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: p}
+	var after *Ticket[T]
+	for next := q.head; next != nil && next.prio > p; next = next.next {
+		after = next
+	}
+	q.insertAfter(t, after)
+	q.classOf(p).first = t
 	return t
 }
 
-// PushFront queues an attempt that waits with v before every other (a
-// retry that keeps its call's place), and returns its ticket.
-func (q *Queue[T]) PushFront(v T) *Ticket[T] {
-	t := &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true}
-	if q.head == nil {
-		q.head, q.tail = t, t
+// Ahead returns how many attempts wait ahead of one that would join at
+// priority p (see PushBack), as the order of priority has them: the
+// floors of the lower priorities may take some turns before it.
+func (q *Queue[T]) Ahead(p Priority) int {
+	_, behind := q.lastAtLeast(p)
+	return q.n - behind
+}
+
+// lastAtLeast returns the last ticket of priority p or higher (nil if
+// none) and how many wait behind it. It walks from the tail, past the
+// attempts of a lower priority: a backlog of one priority costs nothing to
+// join at its own.
+func (q *Queue[T]) lastAtLeast(p Priority) (last *Ticket[T], behind int) {
+	last = q.tail
+	for last != nil && last.prio < p {
+		last, behind = last.prev, behind+1
+	}
+	return last, behind
+}
+
+// insertAfter puts t in the queue right after after (first, if nil), and
+// counts it in its class.
+func (q *Queue[T]) insertAfter(t, after *Ticket[T]) {
+	if after == nil {
+		t.next = q.head
+		q.head = t
 	} else {
-		t.next, q.head.prev, q.head = q.head, t, t
+		t.prev, t.next = after, after.next
+		after.next = t
+	}
+	if t.next != nil {
+		t.next.prev = t
+	} else {
+		q.tail = t
 	}
 	q.n++
-	return t
+	q.classOf(t.prio).n++
 }
+
+// classOf returns the class of priority p, made (with no attempt) if
+// there is none.
+func (q *Queue[T]) classOf(p Priority) *class[T] {
+	i := 0
+	for ; i < len(q.classes) && q.classes[i].prio >= p; i++ {
+		if q.classes[i].prio == p {
+			return &q.classes[i]
+		}
+	}
+	q.classes = append(q.classes, class[T]{})
+	copy(q.classes[i+1:], q.classes[i:])
+	q.classes[i] = class[T]{prio: p}
+	return &q.classes[i]
+}
+
+// Priority returns the priority t waits at.
+func (t *Ticket[T]) Priority() Priority { return t.prio }
 
 // Len returns how many attempts wait.
 func (q *Queue[T]) Len() int { return q.n }
 
+// next returns the attempt whose turn comes next: the first of the
+// highest priority that has earned a turn toward its floor, or else the
+// first in the queue; nil if none waits.
+func (q *Queue[T]) next() *Ticket[T] {
+	for i := 1; i < len(q.classes); i++ {
+		if q.classes[i].earned >= FloorTurns {
+			return q.classes[i].first
+		}
+	}
+	return q.head
+}
+
 // IsHead reports whether t is the head of the queue: its turn comes next.
-func (q *Queue[T]) IsHead(t *Ticket[T]) bool { return q.head == t }
+func (q *Queue[T]) IsHead(t *Ticket[T]) bool { return t.in && q.next() == t }
 
 // Remove takes t out of the queue, if it is in it, and reports whether it
 // was the head. The new head is not woken (see Leave).
@@ -70,7 +169,7 @@ func (q *Queue[T]) Remove(t *Ticket[T]) (head bool) {
 	if !t.in {
 		return false
 	}
-	head = q.head == t
+	head = q.next() == t
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
@@ -81,23 +180,63 @@ func (q *Queue[T]) Remove(t *Ticket[T]) (head bool) {
 	} else {
 		q.tail = t.prev
 	}
+	c := q.classOf(t.prio)
+	if c.first == t {
+		c.first = t.next
+		if t.next != nil && t.next.prio != t.prio {
+			c.first = nil
+		}
+	}
+	if c.n--; c.n == 0 {
+		i := len(q.classes) - 1
+		for q.classes[i].prio != t.prio {
+			i--
+		}
+		q.classes = append(q.classes[:i], q.classes[i+1:]...) // what it had earned goes with it
+	}
 	t.prev, t.next, t.in = nil, nil, false
 	q.n--
 	return head
 }
 
-// Leave takes t out of the queue and, if it was the head, wakes the new
-// head to look at the gate again.
+// Leave takes t out of the queue, as an attempt that gives up its place,
+// and, if it was the head, wakes the new head to look at the gate again.
 func (q *Queue[T]) Leave(t *Ticket[T]) {
 	if q.Remove(t) {
 		q.WakeHead()
 	}
 }
 
+// Served takes t out of the queue as an attempt whose turn came, counts
+// the turn toward the floors (see Queue), and wakes the new head to look
+// at the gate again.
+func (q *Queue[T]) Served(t *Ticket[T]) {
+	if q.serve(t) {
+		q.WakeHead()
+	}
+}
+
+// serve takes t out of the queue as an attempt whose turn came, and
+// counts the turn toward the floors; false if t was not in the queue.
+func (q *Queue[T]) serve(t *Ticket[T]) bool {
+	if !t.in {
+		return false
+	}
+	for i := 1; i < len(q.classes); i++ {
+		c := &q.classes[i]
+		c.earned++
+		if c.prio == t.prio {
+			c.earned = max(c.earned-FloorTurns, 0)
+		}
+	}
+	q.Remove(t)
+	return true
+}
+
 // WakeHead signals the head of the queue, if any, to look at the gate
 // again: its turn may have come, or its wait changed.
 func (q *Queue[T]) WakeHead() {
-	if h := q.head; h != nil {
+	if h := q.next(); h != nil {
 		select {
 		case h.wake <- struct{}{}:
 		default: // already signalled
@@ -105,20 +244,25 @@ func (q *Queue[T]) WakeHead() {
 	}
 }
 
-// Grant hands the head what it waits for: it leaves the queue, Granted,
-// and wakes. It reports false if no attempt waits.
+// Grant hands the head what it waits for: it leaves the queue, served
+// (see Served), Granted, and wakes; no other is woken. It reports false
+// if no attempt waits.
 func (q *Queue[T]) Grant() bool {
-	h := q.head
+	h := q.next()
 	if h == nil {
 		return false
 	}
-	q.Remove(h)
+	q.serve(h)
 	h.Granted = true
-	h.wake <- struct{}{} // its own, unsignalled: it never blocks
+	select {
+	case h.wake <- struct{}{}:
+	default: // signalled already, as the head it had become
+	}
 	return true
 }
 
-// All returns the tickets in the queue, head first.
+// All returns the tickets in the queue, in order of priority, then
+// arrival.
 func (q *Queue[T]) All() iter.Seq[*Ticket[T]] {
 	return func(yield func(*Ticket[T]) bool) {
 		for t := q.head; t != nil; t = t.next {

@@ -187,6 +187,15 @@ func (b *Bucket) Pause(until time.Time) {
 	b.mu.Unlock()
 }
 
+// aheadLocked returns the number of attempts queued for a token ahead of
+// one of priority p. It requires b.mu held.
+func (b *Bucket) aheadLocked(p gate.Priority) int {
+	if b.more == nil {
+		return 0
+	}
+	return b.more.queue.Ahead(p)
+}
+
 // waitingLocked returns the number of attempts queued for a token. It
 // requires b.mu held.
 func (b *Bucket) waitingLocked() int {
@@ -251,14 +260,14 @@ func (b *Bucket) judgedRateLocked(ctl control.Controller, ceiling rate.Limit) ra
 	return max(limit, min(ceiling, server))
 }
 
-// NextTurnWait returns how long an attempt arriving at instant at would
-// wait for its pause and its token, at the rate it would be judged by (see
-// judgedRateLocked). It is an estimate for deciding whether a retry fits
-// before a deadline.
-func (b *Bucket) NextTurnWait(at time.Time, ctl control.Controller, ceiling rate.Limit) (pause, turn time.Duration) {
+// NextTurnWait returns how long an attempt of priority p arriving at
+// instant at would wait for its pause and its token, at the rate it would
+// be judged by (see judgedRateLocked). It is an estimate for deciding
+// whether a retry fits before a deadline.
+func (b *Bucket) NextTurnWait(at time.Time, p gate.Priority, ctl control.Controller, ceiling rate.Limit) (pause, turn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pauseLeftLocked(at), b.serverTurnLocked(at, b.waitingLocked()+1, ctl, ceiling)
+	return b.pauseLeftLocked(at), b.serverTurnLocked(at, b.aheadLocked(p)+1, ctl, ceiling)
 }
 
 // wakeHeadLocked signals the head of the queue, if any, to look at the
@@ -309,7 +318,7 @@ func (b *Bucket) dropLocked(now time.Time) {
 func (b *Bucket) Join() (leave func()) {
 	b.mu.Lock()
 	x := b.moreLocked()
-	t := x.queue.PushBack(struct{}{})
+	t, _ := x.queue.PushBack(struct{}{}, 0)
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()

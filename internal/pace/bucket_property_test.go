@@ -38,7 +38,8 @@ func TestPropertyBucket(t *testing.T) {
 			},
 			"queue": func(t *rapid.T) {
 				b.mu.Lock()
-				queued = append(queued, b.moreLocked().queue.PushBack(struct{}{}))
+				tk, _ := b.moreLocked().queue.PushBack(struct{}{}, 0)
+				queued = append(queued, tk)
 				b.mu.Unlock()
 			},
 			"give up": func(t *rapid.T) {

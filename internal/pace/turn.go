@@ -43,7 +43,7 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 		b.mu.Unlock()
 		return unheard, nil
 	}
-	n := b.waitingLocked() + 1
+	n := b.aheadLocked(w.Priority) + 1
 	turn := b.turnWaitLocked(now, n)
 	judged := b.serverTurnLocked(now, n, ctl, ceiling)
 	b.mu.Unlock()
@@ -69,7 +69,7 @@ func (b *Bucket) goesNowLocked(now time.Time, pause time.Duration) bool {
 func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, told time.Time) (bool, error) {
 	b.mu.Lock()
 	x := b.moreLocked()
-	t := x.queue.PushBack(struct{}{})
+	t, _ := x.queue.PushBack(struct{}{}, w.Priority)
 	b.mu.Unlock()
 	taken := false
 	defer func() {
@@ -92,7 +92,7 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 			pause = b.pauseNowLocked(now)
 			hushed := b.hushedLocked(now)
 			if pause == 0 && hushed == 0 && (b.limiter == nil || b.limiter.AllowN(b.takeAt(now, due), 1)) {
-				x.queue.Leave(t)
+				x.queue.Served(t)
 				unheard := b.sentLocked()
 				b.mu.Unlock()
 				taken = true

@@ -30,10 +30,10 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 	var t *gate.Ticket[units.Vec]
 	if retry {
 		judged = cs.waitLocked(now, cost, cost)
-		t = cs.queue.PushFront(cost)
+		t = cs.queue.PushFront(cost, w.Priority)
 	} else {
-		judged = cs.waitLocked(now, cs.queuedLocked(cost), cost)
-		t = cs.queue.PushBack(cost)
+		judged = cs.waitLocked(now, cs.queuedLocked(cost, w.Priority), cost)
+		t, _ = cs.queue.PushBack(cost, w.Priority)
 	}
 	cs.mu.Unlock()
 	taken := false
@@ -61,7 +61,7 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 				return nil, w.L.TooLarge(w.Who, u.String(), cost[u], limit)
 			}
 			if cs.fitsLocked(now, cost) {
-				cs.queue.Remove(t)
+				cs.queue.Served(t)
 				h := cs.takeLocked(now, cost)
 				taken = true
 				cs.wakeHeadLocked() // the next may fit too

@@ -300,8 +300,11 @@ func (cs *Costs) unprobe(h *Hold) {
 
 // queuedLocked returns the costs of the requests queued, and cost.
 // It requires cs.mu held.
-func (cs *Costs) queuedLocked(cost units.Vec) units.Vec {
+func (cs *Costs) queuedLocked(cost units.Vec, p gate.Priority) units.Vec {
 	for t := range cs.queue.All() {
+		if t.Priority() < p {
+			break // the rest wait behind it
+		}
 		for u := range cost {
 			cost[u] += t.Value[u]
 		}

@@ -1,0 +1,201 @@
+package polite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/politehttp/polite"
+)
+
+// instantOK answers every request at once with 200 and an empty body.
+var instantOK = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r, Header: http.Header{}}, nil
+})
+
+// getPath sends a GET of path on api.test through rt with ctx, and reads
+// and closes the body of its answer.
+func getPath(t *testing.T, rt http.RoundTripper, ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test"+path, nil)
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// An interactive call waits behind no backlog of batch calls: at 100 a
+// second, 1,000 batch calls queued (10 s of work), an interactive call
+// every 250 ms goes within one interval of the limit (10 ms) plus 10 ms,
+// where first come, first served it waited behind all of them; the batch
+// calls go on meanwhile, in their order of arrival, and the key's rate is
+// used whole.
+func TestAnInteractiveCallWaitsBehindNoBatchBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			order = append(order, r.URL.Path)
+			mu.Unlock()
+			return instantOK(r)
+		})
+		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
+		get := func(ctx context.Context, path string) error { return getPath(t, tr, ctx, path) }
+		batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range 1000 {
+			wg.Go(func() { assert.NoError(t, get(batch, "/batch")) })
+			if i%50 == 49 {
+				synctest.Wait() // queued in this order
+			}
+		}
+		synctest.Wait()
+		interactive := polite.ContextWithPriority(t.Context(), polite.PriorityInteractive)
+		var waits []time.Duration
+		for range 12 {
+			time.Sleep(250 * time.Millisecond)
+			sent := time.Now()
+			require.NoError(t, get(interactive, "/interactive"))
+			waits = append(waits, time.Since(sent))
+		}
+		// A call of the default priority goes after the interactive ones,
+		// before the batch.
+		sent := time.Now()
+		require.NoError(t, get(t.Context(), "/default"))
+		assert.LessOrEqual(t, time.Since(sent), 20*time.Millisecond, "the default priority, ahead of the batch")
+		wg.Wait()
+		elapsed := time.Since(start)
+		assert.LessOrEqual(t, slices.Max(waits), 20*time.Millisecond, "interactive waits %v", waits)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(t, order, 1013)
+		assert.InDelta(t, 10.13, elapsed.Seconds(), 0.05, "the rate used whole")
+		assert.Equal(t, 12, strings.Count(strings.Join(order[:600], " "), "/interactive"), "the interactive calls went within the backlog's first 6 s")
+	})
+}
+
+// A call is refused at once for its deadline by its place in the order of
+// priority: behind a backlog of batch calls (2 s of work at 100 a
+// second), an interactive call with 50 ms left goes; a batch call with as
+// little is refused at once, for the wait it would have.
+func TestADeadlineIsJudgedByThePlaceInThePriorityOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := polite.New(instantOK, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
+		get := func(ctx context.Context) error { return getPath(t, tr, ctx, "/") }
+		var wg sync.WaitGroup
+		batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
+		for range 200 {
+			wg.Go(func() { assert.NoError(t, get(batch)) })
+		}
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(polite.ContextWithPriority(t.Context(), polite.PriorityInteractive), 50*time.Millisecond)
+		assert.NoError(t, get(ctx), "first in line among the waiting")
+		cancel()
+
+		ctx, cancel = context.WithTimeout(batch, 50*time.Millisecond)
+		sent := time.Now()
+		err := get(ctx)
+		cancel()
+		var te *polite.ThrottledError
+		require.True(t, errors.As(err, &te), "refused for its wait: %v", err)
+		assert.Zero(t, time.Since(sent), "at once")
+		assert.Greater(t, te.Wait, time.Second, "the wait behind the backlog")
+		wg.Wait()
+	})
+}
+
+// A priority comes from the call's context, or else from WithPriority's
+// function of the request, or else it is PriorityDefault; the classes
+// print by name.
+func TestPriorityOfARequest(t *testing.T) {
+	p, ok := polite.PriorityFromContext(polite.ContextWithPriority(t.Context(), polite.PriorityBatch))
+	assert.True(t, ok)
+	assert.Equal(t, polite.PriorityBatch, p)
+	_, ok = polite.PriorityFromContext(t.Context())
+	assert.False(t, ok)
+	assert.Equal(t, "interactive", polite.PriorityInteractive.String())
+	assert.Equal(t, "Priority(7)", polite.Priority(7).String())
+	assert.Less(t, polite.PriorityBackground, polite.PriorityBatch)
+	assert.Less(t, polite.PriorityBatch, polite.PriorityDefault)
+	assert.Less(t, polite.PriorityDefault, polite.PriorityInteractive)
+	assert.Less(t, polite.PriorityInteractive, polite.PriorityCritical)
+}
+
+// An SDK gives its calls a priority by their kind, and a caller raises
+// one call above it: where calls to the API wait, this one goes first.
+func ExampleContextWithPriority() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	client := &http.Client{Transport: polite.New(nil,
+		polite.WithPriority(func(r *http.Request) polite.Priority {
+			if strings.HasPrefix(r.URL.Path, "/sync/") {
+				return polite.PriorityBatch // the nightly sync waits for the rest
+			}
+			return polite.PriorityDefault
+		}),
+	)}
+	ctx := polite.ContextWithPriority(context.Background(), polite.PriorityInteractive) // a person waits on this one
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/me", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output: 200 OK
+}
+
+// No priority starves: under a backlog of interactive calls that takes
+// the key's whole rate, the batch calls waiting keep a tenth of it (the
+// floor), and the rate is used whole.
+func TestALowerPriorityKeepsItsFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		sent := map[string]int{}
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sent[r.URL.Path]++
+			mu.Unlock()
+			return instantOK(r)
+		})
+		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, kind := range []struct {
+			path string
+			p    polite.Priority
+		}{{"/batch", polite.PriorityBatch}, {"/interactive", polite.PriorityInteractive}} {
+			for range 500 {
+				wg.Go(func() { _ = getPath(t, tr, polite.ContextWithPriority(ctx, kind.p), kind.path) })
+			}
+			synctest.Wait()
+		}
+		time.Sleep(4 * time.Second)
+		mu.Lock()
+		got := maps.Clone(sent)
+		mu.Unlock()
+		cancel()
+		wg.Wait()
+		assert.InDelta(t, 400, got["/batch"]+got["/interactive"], 2, "the rate used whole: %v", got)
+		assert.InDelta(t, 40, got["/batch"], 2, "batch: a tenth of the rate")
+	})
+}

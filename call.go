@@ -199,7 +199,7 @@ func (c *call) attempted(resp *http.Response, err error, throttled bool) {
 	if h == nil {
 		return
 	}
-	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Err: err, Throttled: throttled}
+	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Priority: Priority(c.ec.Who.Priority), Tenant: c.ec.Who.Tenant, Err: err, Throttled: throttled}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}
@@ -208,7 +208,7 @@ func (c *call) attempted(resp *http.Response, err error, throttled bool) {
 
 // event returns an Event about the current attempt.
 func (c *call) event(resp *http.Response, err error) Event {
-	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Err: err, Budget: c.t.budget.Remaining()}
+	e := Event{Request: c.req, Key: c.ec.Who.Key, Attempt: c.resends() + c.attempt, Priority: Priority(c.ec.Who.Priority), Tenant: c.ec.Who.Tenant, Err: err, Budget: c.t.budget.Remaining()}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}
@@ -243,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *call) init(t *Transport, req *http.Request) error {
 	c.t, c.req, c.resent = t, req, -1
 	c.ec.Ctx, c.ec.MaxServerWait, c.ec.L = req.Context(), t.cfg.maxRetryAfter, (*edge)(t)
-	c.ec.Who.Key, c.ec.Who.Edge, c.ec.Who.Priority = t.cfg.key(req), req, t.cfg.priorityOf(req)
+	c.ec.Who.Key, c.ec.Who.Edge, c.ec.Who.Place = t.cfg.key(req), req, t.cfg.placeOf(req)
 	if err := c.estimateCost(); err != nil {
 		return err
 	}

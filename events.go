@@ -154,6 +154,11 @@ type Event struct {
 	Key string
 	// Attempt is the attempt the event concerns, 1 for the first.
 	Attempt int
+	// Priority is the request's priority (see [ContextWithPriority]).
+	Priority Priority
+	// Tenant is the request's tenant, or "" (see [ContextWithTenant]).
+	// polite never logs it.
+	Tenant string
 	// StatusCode is the status of the response behind the event, or 0.
 	StatusCode int
 	// Err is the transport error behind the event, or nil, as it was
@@ -260,6 +265,9 @@ func (t *Transport) log(e Event, level slog.Level, msg string, attrs ...slog.Att
 		return
 	}
 	attrs = append(attrs, slog.String("key", e.Key), slog.Int("attempt", e.Attempt))
+	if e.Priority != PriorityDefault {
+		attrs = append(attrs, slog.String("priority", e.Priority.String()))
+	}
 	if e.Request != nil {
 		attrs = append(attrs, slog.String("method", e.Request.Method))
 	}
@@ -312,7 +320,7 @@ func (t *edge) OffLimits(who gate.Who, err error) {
 // event returns an Event about who's attempt.
 func (t *edge) event(who gate.Who, err error) Event {
 	req, _ := who.Edge.(*http.Request)
-	return Event{Request: req, Key: who.Key, Attempt: ResendCount(who.Ctx) + who.Attempt, Err: err, Budget: t.budget.Remaining()}
+	return Event{Request: req, Key: who.Key, Attempt: ResendCount(who.Ctx) + who.Attempt, Priority: Priority(who.Priority), Tenant: who.Tenant, Err: err, Budget: t.budget.Remaining()}
 }
 
 // listening reports whether anyone hears of the Transport's waits.

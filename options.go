@@ -50,15 +50,16 @@ type config struct {
 	random        func() float64 // uniform in [0, 1): the jitter of backoff and spacing
 	logger        *slog.Logger
 	hooks         Hooks
-	fleet         fleetapi.Fleet               // nil: each Transport paces alone
-	window        fleetapi.Window              // N 0: none
-	estimate      Estimator                    // nil: requests cost no more than a request
-	usage         UsageReader                  // nil: estimates stand
-	priority      func(*http.Request) Priority // nil: PriorityDefault, unless the context gives one
-	quotas        [units.N]quota.Configured    // WithQuota's, by unit
-	throttleBody  throttleBody                 // WithThrottleBody's; read nil: none
-	costs         bool                         // requests may cost more than a request (costing), set by New
-	memory        Memory                       // WithMemory's; nil if none
+	fleet         fleetapi.Fleet                    // nil: each Transport paces alone
+	window        fleetapi.Window                   // N 0: none
+	estimate      Estimator                         // nil: requests cost no more than a request
+	usage         UsageReader                       // nil: estimates stand
+	priority      func(*http.Request) gate.Priority // nil: PriorityDefault, unless the context gives one (WithPriority)
+	tenantWeight  func(tenant string) float64       // nil: 1 for every tenant
+	quotas        [units.N]quota.Configured         // WithQuota's, by unit
+	throttleBody  throttleBody                      // WithThrottleBody's; read nil: none
+	costs         bool                              // requests may cost more than a request (costing), set by New
+	memory        Memory                            // WithMemory's; nil if none
 }
 
 // Options returns an Option that applies opts in order: a bundle of
@@ -466,25 +467,4 @@ func WithQuota(unit string, limit float64, per time.Duration) Option {
 // Default: nil, a Transport starts every key from nothing.
 func WithMemory(m Memory) Option {
 	return func(c *config) { c.memory = m }
-}
-
-// WithPriority sets the priority of each request whose context gives none
-// (see [ContextWithPriority]) to what of returns for it: an SDK sets its
-// calls' priorities by their kind (a listing in the background, a user's
-// action interactive) without touching its callers' contexts. of must be
-// safe for concurrent use and must not keep the request. A nil of is
-// [PriorityDefault] for every request, as without the option.
-func WithPriority(of func(*http.Request) Priority) Option {
-	return func(c *config) { c.priority = of }
-}
-
-// priorityOf returns the priority of req under c.
-func (c *config) priorityOf(req *http.Request) gate.Priority {
-	if p, ok := PriorityFromContext(req.Context()); ok {
-		return gate.Priority(p)
-	}
-	if c.priority != nil {
-		return gate.Priority(c.priority(req))
-	}
-	return gate.Priority(PriorityDefault)
 }

@@ -3,6 +3,9 @@ package polite
 import (
 	"context"
 	"fmt"
+	"net/http"
+
+	"github.com/politehttp/polite/internal/gate"
 )
 
 // A Priority orders the calls that wait on one key: where calls wait (the
@@ -72,4 +75,79 @@ func ContextWithPriority(ctx context.Context, p Priority) context.Context {
 func PriorityFromContext(ctx context.Context) (Priority, bool) {
 	p, ok := ctx.Value(priorityKey{}).(Priority)
 	return p, ok
+}
+
+// tenantKey is the context key of a call's tenant.
+type tenantKey struct{}
+
+// ContextWithTenant returns a copy of ctx that makes the request it goes
+// with work of tenant: a customer of a crawler or of a service, one of
+// the programs that share an API key. Among the calls of one priority
+// that wait on a key, each tenant with calls waiting gets its weight's
+// share of the turns (see [WithTenantWeight]; 1 each by default), one
+// with none waiting takes nothing and leaves its share to the others,
+// and a tenant's burst waits behind its own share, not the others'.
+// Calls of no tenant share as one tenant of weight 1; with no tenants at
+// all, calls of one priority go in order of arrival.
+//
+// The tenant orders waits only. polite never logs it (it may be a
+// customer's name); hooks see it in [Event.Tenant].
+func ContextWithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFromContext returns the tenant ctx makes its request work of, and
+// whether it gives one (see [ContextWithTenant]).
+func TenantFromContext(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(tenantKey{}).(string)
+	return t, ok
+}
+
+// WithPriority sets the priority of each request whose context gives none
+// (see [ContextWithPriority]) to what of returns for it: an SDK sets its
+// calls' priorities by their kind (a listing in the background, a user's
+// action interactive) without touching its callers' contexts. of must be
+// safe for concurrent use and must not keep the request. A nil of is
+// [PriorityDefault] for every request, as without the option.
+func WithPriority(of func(*http.Request) Priority) Option {
+	return func(c *config) {
+		c.priority = nil
+		if of != nil {
+			c.priority = func(r *http.Request) gate.Priority { return gate.Priority(of(r)) }
+		}
+	}
+}
+
+// WithTenantWeight sets each tenant's share (see [ContextWithTenant]) to
+// what weight returns for it: among the calls of one priority waiting on a
+// key, tenants with calls waiting get turns in the ratio of their weights.
+// A weight that is no positive number counts as 1, as every tenant's does
+// without the option. weight must be safe for concurrent use; it is asked
+// once per call of a tenant.
+func WithTenantWeight(weight func(tenant string) float64) Option {
+	return func(c *config) { c.tenantWeight = weight }
+}
+
+// placeOf returns where req waits in line under c: its priority, its
+// tenant and the tenant's weight.
+func (c *config) placeOf(req *http.Request) gate.Place {
+	pl := gate.Place{Priority: c.priorityOf(req), Weight: 1}
+	if tenant, ok := TenantFromContext(req.Context()); ok {
+		pl.Tenant = tenant
+		if c.tenantWeight != nil {
+			pl.Weight = c.tenantWeight(tenant)
+		}
+	}
+	return pl
+}
+
+// priorityOf returns the priority of req under c.
+func (c *config) priorityOf(req *http.Request) gate.Priority {
+	if p, ok := PriorityFromContext(req.Context()); ok {
+		return gate.Priority(p)
+	}
+	if c.priority != nil {
+		return c.priority(req)
+	}
+	return gate.Priority(PriorityDefault)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -197,5 +198,118 @@ func TestALowerPriorityKeepsItsFloor(t *testing.T) {
 		wg.Wait()
 		assert.InDelta(t, 400, got["/batch"]+got["/interactive"], 2, "the rate used whole: %v", got)
 		assert.InDelta(t, 40, got["/batch"], 2, "batch: a tenth of the rate")
+	})
+}
+
+// Events say the call's priority and tenant; the log names a priority
+// other than the default, and never the tenant (a customer's name, it
+// may be).
+func TestEventsSayThePriorityAndTheTenant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var waits []polite.Priority
+		var tenants []string
+		var log strings.Builder
+		tr := polite.New(instantOK, polite.WithRate(10, 1), polite.WithAdaptive(polite.AdaptiveOff),
+			polite.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+			polite.WithHooks(polite.Hooks{OnWait: func(e polite.Event) {
+				mu.Lock()
+				waits = append(waits, e.Priority)
+				tenants = append(tenants, e.Tenant)
+				mu.Unlock()
+			}}))
+		require.NoError(t, getPath(t, tr, t.Context(), "/"))
+		require.NoError(t, getPath(t, tr, polite.ContextWithPriority(t.Context(), polite.PriorityBatch), "/"))
+		require.NoError(t, getPath(t, tr, polite.ContextWithTenant(t.Context(), "acme-corp"), "/"))
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []polite.Priority{polite.PriorityBatch, polite.PriorityDefault}, waits)
+		assert.Equal(t, []string{"", "acme-corp"}, tenants)
+		assert.NotContains(t, log.String(), "acme")
+		assert.Contains(t, log.String(), "priority=batch")
+		assert.Equal(t, 1, strings.Count(log.String(), "priority="), "the default is not logged")
+	})
+}
+
+// Tenants of one priority share a key's rate by their weights while all
+// have calls waiting (1:2:5 at 100 a second: 12.5, 25 and 62.5 a second,
+// each within 5%), and once one has none, the others take its share at
+// once, by their weights.
+func TestTenantsShareAKeyByTheirWeights(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var sends []string // the tenant of each send, one per interval of the rate
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sends = append(sends, r.URL.Path[1:])
+			mu.Unlock()
+			return instantOK(r)
+		})
+		weights := map[string]float64{"a": 1, "b": 2, "c": 5}
+		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff),
+			polite.WithTenantWeight(func(tenant string) float64 { return weights[tenant] }))
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, tenant := range []string{"a", "b", "c"} {
+			calls := 1000
+			if tenant == "c" {
+				calls = 375 // 6 s of its share
+			}
+			for range calls {
+				wg.Go(func() { _ = getPath(t, tr, polite.ContextWithTenant(ctx, tenant), "/"+tenant) })
+			}
+			synctest.Wait()
+		}
+		time.Sleep(9 * time.Second)
+		mu.Lock()
+		got := slices.Clone(sends)
+		mu.Unlock()
+		cancel()
+		wg.Wait()
+		require.GreaterOrEqual(t, len(got), 900)
+		count := func(from, to int) map[string]int {
+			n := map[string]int{}
+			for _, s := range got[from:to] {
+				n[s]++
+			}
+			return n
+		}
+		first := count(0, 600) // the first 6 s
+		t.Logf("the first 6 s: %v; from 6.5 to 9 s: %v", first, count(650, 900))
+		for tenant, w := range weights {
+			assert.InDelta(t, 600*w/8, first[tenant], 0.05*600*w/8, "%s, weight %v", tenant, w)
+		}
+		after := count(650, 900) // c had none left
+		assert.Zero(t, after["c"])
+		assert.InDelta(t, 250.0/3, after["a"], 0.05*250/3, "a takes a third of c's share")
+		assert.InDelta(t, 500.0/3, after["b"], 0.05*500/3, "b two thirds")
+	})
+}
+
+// WithPriority gives each request a default by what it is; a priority in
+// its context wins over it.
+func TestWithPriorityGivesADefaultByRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := polite.New(instantOK, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff),
+			polite.WithPriority(func(r *http.Request) polite.Priority {
+				if strings.HasPrefix(r.URL.Path, "/sync/") {
+					return polite.PriorityBatch
+				}
+				return polite.PriorityDefault
+			}))
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() { assert.NoError(t, getPath(t, tr, t.Context(), "/sync/page")) })
+		}
+		synctest.Wait()
+		sent := time.Now()
+		require.NoError(t, getPath(t, tr, t.Context(), "/v1/me"))
+		assert.LessOrEqual(t, time.Since(sent), 20*time.Millisecond, "the default, ahead of the sync's batch")
+		sent = time.Now()
+		require.NoError(t, getPath(t, tr, polite.ContextWithPriority(t.Context(), polite.PriorityBackground), "/v1/me"))
+		// Its context's background: behind the batch still waiting, but
+		// for its floor (a turn in ten).
+		assert.Equal(t, 110*time.Millisecond, time.Since(sent), "its context's background: behind the batch, but for its floor")
+		wg.Wait()
 	})
 }

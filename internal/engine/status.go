@@ -81,7 +81,7 @@ func (e *Engine) Earliest(c *Call, now time.Time, delay time.Duration) (time.Dur
 		return earliest, true
 	}
 	ceiling, _ := e.Ceiling()
-	pause, turn := k.pace.NextTurnWait(now.Add(delay), c.Priority, c.ctl, ceiling)
+	pause, turn := k.pace.NextTurnWait(now.Add(delay), c.Place, c.ctl, ceiling)
 	if pause > c.MaxServerWait { // the next attempt would be refused
 		return 0, false
 	}

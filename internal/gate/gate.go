@@ -32,21 +32,31 @@ const (
 )
 
 // Who is the attempt a Listener hears of: its key, its number (1 for a
-// call's first attempt), its priority, its context, and what the edge that drives the
+// call's first attempt), its place in a queue, its context, and what the edge that drives the
 // engine keeps of it (polite's Transport: the caller's *http.Request). It
 // is passed by value, so that the edge's state of a call never escapes to
 // the heap through a Listener.
 type Who struct {
-	Key      string
-	Attempt  int
+	Key     string
+	Attempt int
+	Place
+	Ctx  context.Context
+	Edge any
+}
+
+// A Place is where an attempt goes in a Queue: its priority, and among
+// the attempts of that priority, its tenant's fair share (see Queue).
+type Place struct {
 	Priority Priority
-	Ctx      context.Context
-	Edge     any
+	// Tenant is whose work the attempt is ("" for none: the attempts of
+	// no tenant share as one tenant), and Weight the share it has among
+	// the tenants waiting at its priority (1 if 0).
+	Tenant string
+	Weight float64
 }
 
 // A Priority orders the attempts that wait at a gate: a higher one goes
-// first, and attempts of one priority in order of arrival. Its values are
-// those of polite's Priority; 0 is the default.
+// first. Its values are those of polite's Priority; 0 is the default.
 type Priority int8
 
 // A Listener hears what an attempt's waits come to: the edge that drives

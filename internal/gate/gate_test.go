@@ -44,8 +44,8 @@ func (h *heard) OffLimits(Who, error) {}
 // wakes no one, and Grant hands the head what it waits for.
 func TestQueueOrder(t *testing.T) {
 	var q Queue[int]
-	a, _ := q.PushBack(1, 0)
-	b, _ := q.PushBack(2, 0)
+	a, _ := q.PushBack(1, Place{})
+	b, _ := q.PushBack(2, Place{})
 	c := q.PushFront(0, 0)
 	require.Equal(t, 3, q.Len())
 	var order []int
@@ -89,19 +89,19 @@ func TestQueueOrdersByPriority(t *testing.T) {
 	}
 	const batch, interactive, critical Priority = -1, 1, 2
 	for i := range 3 {
-		_, ahead := q.PushBack(fmt.Sprint("b", i), batch)
+		_, ahead := q.PushBack(fmt.Sprint("b", i), Place{Priority: batch})
 		assert.Equal(t, i, ahead)
 	}
-	i0, ahead := q.PushBack("i0", interactive)
+	i0, ahead := q.PushBack("i0", Place{Priority: interactive})
 	assert.Zero(t, ahead, "ahead of the batch backlog")
 	assert.True(t, q.IsHead(i0))
-	_, ahead = q.PushBack("d0", 0)
+	_, ahead = q.PushBack("d0", Place{})
 	assert.Equal(t, 1, ahead, "behind the interactive one, ahead of the batch")
-	_, ahead = q.PushBack("i1", interactive)
+	_, ahead = q.PushBack("i1", Place{Priority: interactive})
 	assert.Equal(t, 1, ahead, "behind the interactive one that came first")
 	q.PushFront("retry", 0)
 	q.PushFront("c0", critical)
-	_, ahead = q.PushBack("b3", batch)
+	_, ahead = q.PushBack("b3", Place{Priority: batch})
 	assert.Equal(t, 8, ahead)
 	assert.Equal(t, []string{"c0", "i0", "i1", "retry", "d0", "b0", "b1", "b2", "b3"}, order())
 	require.Equal(t, 9, q.Len())
@@ -121,8 +121,8 @@ func TestQueueKeepsAFloorForEachLowerPriority(t *testing.T) {
 	var q Queue[string]
 	const background, batch, interactive Priority = -40, -20, 20
 	for i := range 300 {
-		q.PushBack(fmt.Sprint("i", i), interactive)
-		q.PushBack(fmt.Sprint("b", i), batch)
+		q.PushBack(fmt.Sprint("i", i), Place{Priority: interactive})
+		q.PushBack(fmt.Sprint("b", i), Place{Priority: batch})
 	}
 	serve := func(turns int) (served []string) {
 		for range turns {
@@ -153,7 +153,7 @@ func TestQueueKeepsAFloorForEachLowerPriority(t *testing.T) {
 	assert.Equal(t, []string{"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9"}, order, "in their order of arrival")
 
 	for i := range 100 {
-		q.PushBack(fmt.Sprint("g", i), background)
+		q.PushBack(fmt.Sprint("g", i), Place{Priority: background})
 	}
 	served = serve(200)
 	assert.InDelta(t, 20, count(served, "b"), 1, "batch keeps its tenth")
@@ -162,16 +162,78 @@ func TestQueueKeepsAFloorForEachLowerPriority(t *testing.T) {
 	// A lower priority with nothing waiting earns nothing.
 	var r Queue[string]
 	for i := range 50 {
-		r.PushBack(fmt.Sprint("i", i), interactive)
+		r.PushBack(fmt.Sprint("i", i), Place{Priority: interactive})
 	}
 	for range 40 {
 		r.Served(r.next())
 	}
-	late, _ := r.PushBack("b", batch)
+	late, _ := r.PushBack("b", Place{Priority: batch})
 	assert.False(t, r.IsHead(late), "no turns earned while it was not there")
-	gaveUp, _ := r.PushBack("b-gone", batch)
+	gaveUp, _ := r.PushBack("b-gone", Place{Priority: batch})
 	r.Leave(gaveUp)
 	assert.Equal(t, 11, r.Len())
+}
+
+// Within a priority, tenants that all have work waiting get turns in the
+// ratio of their weights (1:2:5 here), each in its order of arrival; once
+// one has nothing waiting, the others share its turns by their weights;
+// a tenant that comes back banks nothing from the time it was away. With
+// no tenant, the order is arrival.
+func TestQueueSharesAPriorityBetweenTenants(t *testing.T) {
+	var q Queue[string]
+	weights := map[string]float64{"a": 1, "b": 2, "c": 5}
+	for i := range 100 {
+		for _, tenant := range []string{"a", "b", "c"} {
+			n := i
+			if tenant == "c" && i >= 20 {
+				continue // c has 20 waiting only
+			}
+			q.PushBack(fmt.Sprint(tenant, n), Place{Tenant: tenant, Weight: weights[tenant]})
+		}
+	}
+	serve := func(turns int) map[string]int {
+		got := map[string]int{}
+		last := map[string]int{"a": -1, "b": -1, "c": -1}
+		for range turns {
+			h := q.next()
+			q.Served(h)
+			tenant := h.Value[:1]
+			got[tenant]++
+			var n int
+			_, _ = fmt.Sscan(h.Value[1:], &n)
+			require.Greater(t, n, last[tenant], "a tenant's own in their order of arrival")
+			last[tenant] = n
+		}
+		return got
+	}
+	assert.Equal(t, map[string]int{"a": 4, "b": 8, "c": 20}, serve(32), "1:2:5 while all wait")
+	assert.Equal(t, map[string]int{"a": 10, "b": 20}, serve(30), "c has nothing waiting: a and b share its turns, 1:2")
+	q.PushBack("c20", Place{Tenant: "c", Weight: 5})
+	q.PushBack("c21", Place{Tenant: "c", Weight: 5})
+	assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 2}, serve(5), "c back: nothing banked from its absence")
+
+	// Tenants that come, give up their places and never come back leave
+	// few ends behind, under a load that never lets the priority empty.
+	var churn Queue[int]
+	for i := range 2000 {
+		churn.PushBack(i, Place{Tenant: "steady"})
+		gone, _ := churn.PushBack(i, Place{Tenant: fmt.Sprint("t", i)})
+		churn.Leave(gone)
+		churn.Served(churn.next())
+		churn.PushBack(i, Place{Tenant: "steady"})
+	}
+	require.Len(t, churn.classes, 1)
+	assert.LessOrEqual(t, len(churn.classes[0].ends), 2*churn.Len()+8+1, "ends kept: %d for %d waiting", len(churn.classes[0].ends), churn.Len())
+
+	var plain Queue[int]
+	for i := range 5 {
+		plain.PushBack(i, Place{})
+	}
+	var order []int
+	for tk := range plain.All() {
+		order = append(order, tk.Value)
+	}
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, order)
 }
 
 // A wait that cannot end before the deadline, or a server's pause longer
@@ -228,8 +290,8 @@ func TestTicketWait(t *testing.T) {
 		var q Queue[struct{}]
 		w := &Waiter{L: &heard{}, Who: Who{Ctx: t.Context()}}
 		mu.Lock()
-		a, _ := q.PushBack(struct{}{}, 0)
-		b, _ := q.PushBack(struct{}{}, 0)
+		a, _ := q.PushBack(struct{}{}, Place{})
+		b, _ := q.PushBack(struct{}{}, Place{})
 		mu.Unlock()
 		done := make(chan time.Duration)
 		start := time.Now()
@@ -244,4 +306,29 @@ func TestTicketWait(t *testing.T) {
 		assert.Equal(t, time.Second, <-done, "woken as it became the head")
 		assert.NoError(t, a.Wait(w, time.Millisecond), "a timed wait ends")
 	})
+}
+
+// The cost of joining a queue: at one's own place behind a backlog of
+// 10,000 attempts of one tenant (O(1)), and as another tenant, whose
+// place is near the front (O(n): it walks the backlog it overtakes).
+func BenchmarkQueuePushBack(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		tenant string
+	}{{"behind-its-own-backlog", "steady"}, {"ahead-of-another-tenants-backlog", "other"}} {
+		b.Run(c.name, func(b *testing.B) {
+			var q Queue[int]
+			for i := range 10000 {
+				q.PushBack(i, Place{Tenant: "steady"})
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				t, _ := q.PushBack(i, Place{Tenant: c.tenant})
+				q.Leave(t)
+				if c.tenant != "steady" {
+					delete(q.classes[0].ends, c.tenant) // a tenant new each time
+				}
+			}
+		})
+	}
 }

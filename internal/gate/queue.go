@@ -12,8 +12,9 @@ import (
 const FloorTurns = 10
 
 // A Queue is where attempts wait their turn at a gate: in order of
-// priority, then arrival (a retry may keep its call's place at the front
-// of its priority), but for the floor each lower priority keeps. Each
+// priority, then of their tenants' fair shares, then arrival (a retry may
+// keep its call's place at the front of its priority), but for the floor
+// each lower priority keeps. Each
 // waiting attempt holds a Ticket; the head of the queue is the one whose
 // turn comes next. Unlike waiting on an instant booked ahead, an attempt
 // that gives up leaves nothing behind: the tickets after it move up at
@@ -26,6 +27,17 @@ const FloorTurns = 10
 // backlog of a higher priority, each lower one waiting gets a tenth of
 // the turns, and none of them starves. A priority that has no attempt
 // waiting earns nothing, and keeps nothing of what it had earned.
+//
+// The tenants' shares, within a priority: start-time fair queueing. Each
+// attempt is tagged with a start, the later of its priority's virtual time
+// (the start of the last attempt served there) and the end of its tenant's
+// last attempt; its tenant's end moves on by 1/weight; attempts go in
+// order of their starts, then arrival. Tenants that all have work waiting
+// get turns in the ratio of their weights; one that has none takes
+// nothing, and its share goes to the others (work-conserving); one that
+// comes back starts at the virtual time, with nothing banked. The
+// attempts of no tenant share as one tenant of weight 1: with no tenants,
+// the order is the order of arrival.
 //
 // Every gate that waits uses this one type, with the value its tickets
 // carry (a cost, for the quotas in tokens). A Queue is guarded by the lock
@@ -43,7 +55,9 @@ type class[T any] struct {
 	prio   Priority
 	first  *Ticket[T]
 	n      int
-	earned int // the tenths of a turn earned toward the floor (see Queue)
+	earned int                // the tenths of a turn earned toward the floor (see Queue)
+	vtime  float64            // the start of the last attempt served (see Queue)
+	ends   map[string]float64 // the end of each tenant's last attempt, while it may be later than vtime
 }
 
 // A Ticket is one attempt's place in a Queue.
@@ -51,6 +65,8 @@ type Ticket[T any] struct {
 	prev, next *Ticket[T]
 	in         bool
 	prio       Priority
+	start      float64 // its start among the attempts of its priority (see Queue)
+	tenant     string
 	wake       chan struct{}
 	// Granted reports that the gate handed the attempt what it waited for
 	// as it left the queue (see Queue.Grant).
@@ -59,26 +75,51 @@ type Ticket[T any] struct {
 	Value T
 }
 
-// PushBack queues an attempt that waits with v, at priority p, behind
-// every other of priority p or higher and before every one of a lower
-// priority, and returns its ticket and its place in that order: the
-// number of attempts that wait ahead of it.
-func (q *Queue[T]) PushBack(v T, p Priority) (t *Ticket[T], ahead int) {
-	t = &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: p}
-	after, behind := q.lastAtLeast(p)
+// PushBack queues an attempt that waits with v at pl: behind every other
+// of a higher priority, among those of its own by its tenant's share (see
+// Queue), and before every one of a lower priority. It returns its ticket
+// and its place in that order: the number of attempts that wait ahead of
+// it.
+func (q *Queue[T]) PushBack(v T, pl Place) (t *Ticket[T], ahead int) {
+	c := q.classOf(pl.Priority)
+	start := max(c.vtime, c.ends[pl.Tenant])
+	if c.ends == nil {
+		c.ends = make(map[string]float64, 1)
+	}
+	c.ends[pl.Tenant] = start + 1/weight(pl.Weight)
+	t = &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: pl.Priority, start: start, tenant: pl.Tenant}
+	after, behind := q.before(pl.Priority, start)
 	q.insertAfter(t, after)
-	c := q.classOf(p)
-	if c.first == nil {
+	if c = q.classOf(pl.Priority); c.first == nil || c.first == t.next {
 		c.first = t
 	}
 	return t, q.n - 1 - behind
+}
+
+// weight returns w as a tenant's weight: 1 if it is no positive finite
+// number.
+func weight(w float64) float64 {
+	if !(w > 0) || w > 1e9 {
+		return 1
+	}
+	return w
+}
+
+// before returns the ticket after which an attempt of priority p whose
+// start is start goes (nil: first), and how many wait behind it.
+func (q *Queue[T]) before(p Priority, start float64) (after *Ticket[T], behind int) {
+	after, behind = q.lastAtLeast(p)
+	for after != nil && after.prio == p && after.start > start {
+		after, behind = after.prev, behind+1
+	}
+	return after, behind
 }
 
 // PushFront queues an attempt that waits with v, at priority p, before
 // every other of priority p or lower and behind every one of a higher
 // priority (a retry that keeps its call's place), and returns its ticket.
 func (q *Queue[T]) PushFront(v T, p Priority) *Ticket[T] {
-	t := &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: p}
+	t := &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: p, start: q.classOf(p).vtime}
 	var after *Ticket[T]
 	for next := q.head; next != nil && next.prio > p; next = next.next {
 		after = next
@@ -88,11 +129,17 @@ func (q *Queue[T]) PushFront(v T, p Priority) *Ticket[T] {
 	return t
 }
 
-// Ahead returns how many attempts wait ahead of one that would join at
-// priority p (see PushBack), as the order of priority has them: the
+// Ahead returns how many attempts wait ahead of one that would join at pl
+// (see PushBack), as the order of priority and shares has them: the
 // floors of the lower priorities may take some turns before it.
-func (q *Queue[T]) Ahead(p Priority) int {
-	_, behind := q.lastAtLeast(p)
+func (q *Queue[T]) Ahead(pl Place) int {
+	start := 0.0
+	for i := range q.classes {
+		if c := &q.classes[i]; c.prio == pl.Priority {
+			start = max(c.vtime, c.ends[pl.Tenant])
+		}
+	}
+	_, behind := q.before(pl.Priority, start)
 	return q.n - behind
 }
 
@@ -142,6 +189,25 @@ func (q *Queue[T]) classOf(p Priority) *class[T] {
 	return &q.classes[i]
 }
 
+// served moves c's virtual time on to the start of t, whose turn came,
+// and forgets the ends that no longer matter: t's tenant's, if it has
+// nothing else waiting, and, once they outnumber the attempts waiting, of
+// every tenant that has none (a tenant whose attempts gave up their
+// places, say), so that ends kept are few under any churn of tenants.
+func (c *class[T]) served(t *Ticket[T]) {
+	c.vtime = max(c.vtime, t.start)
+	if c.ends[t.tenant] <= c.vtime {
+		delete(c.ends, t.tenant) // nothing else waiting: it starts at the virtual time
+	}
+	if len(c.ends) > 2*c.n+8 {
+		for tenant, end := range c.ends {
+			if end <= c.vtime {
+				delete(c.ends, tenant)
+			}
+		}
+	}
+}
+
 // Priority returns the priority t waits at.
 func (t *Ticket[T]) Priority() Priority { return t.prio }
 
@@ -188,11 +254,13 @@ func (q *Queue[T]) Remove(t *Ticket[T]) (head bool) {
 		}
 	}
 	if c.n--; c.n == 0 {
+		// What it had earned, and its tenants' ends, go with it: a
+		// priority that comes back starts anew.
 		i := len(q.classes) - 1
 		for q.classes[i].prio != t.prio {
 			i--
 		}
-		q.classes = append(q.classes[:i], q.classes[i+1:]...) // what it had earned goes with it
+		q.classes = append(q.classes[:i], q.classes[i+1:]...)
 	}
 	t.prev, t.next, t.in = nil, nil, false
 	q.n--
@@ -222,8 +290,14 @@ func (q *Queue[T]) serve(t *Ticket[T]) bool {
 	if !t.in {
 		return false
 	}
-	for i := 1; i < len(q.classes); i++ {
+	for i := range q.classes {
 		c := &q.classes[i]
+		if c.prio == t.prio {
+			c.served(t)
+		}
+		if i == 0 {
+			continue
+		}
 		c.earned++
 		if c.prio == t.prio {
 			c.earned = max(c.earned-FloorTurns, 0)

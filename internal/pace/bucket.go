@@ -189,11 +189,11 @@ func (b *Bucket) Pause(until time.Time) {
 
 // aheadLocked returns the number of attempts queued for a token ahead of
 // one of priority p. It requires b.mu held.
-func (b *Bucket) aheadLocked(p gate.Priority) int {
+func (b *Bucket) aheadLocked(pl gate.Place) int {
 	if b.more == nil {
 		return 0
 	}
-	return b.more.queue.Ahead(p)
+	return b.more.queue.Ahead(pl)
 }
 
 // waitingLocked returns the number of attempts queued for a token. It
@@ -264,10 +264,10 @@ func (b *Bucket) judgedRateLocked(ctl control.Controller, ceiling rate.Limit) ra
 // instant at would wait for its pause and its token, at the rate it would
 // be judged by (see judgedRateLocked). It is an estimate for deciding
 // whether a retry fits before a deadline.
-func (b *Bucket) NextTurnWait(at time.Time, p gate.Priority, ctl control.Controller, ceiling rate.Limit) (pause, turn time.Duration) {
+func (b *Bucket) NextTurnWait(at time.Time, pl gate.Place, ctl control.Controller, ceiling rate.Limit) (pause, turn time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pauseLeftLocked(at), b.serverTurnLocked(at, b.aheadLocked(p)+1, ctl, ceiling)
+	return b.pauseLeftLocked(at), b.serverTurnLocked(at, b.aheadLocked(pl)+1, ctl, ceiling)
 }
 
 // wakeHeadLocked signals the head of the queue, if any, to look at the
@@ -318,7 +318,7 @@ func (b *Bucket) dropLocked(now time.Time) {
 func (b *Bucket) Join() (leave func()) {
 	b.mu.Lock()
 	x := b.moreLocked()
-	t, _ := x.queue.PushBack(struct{}{}, 0)
+	t, _ := x.queue.PushBack(struct{}{}, gate.Place{})
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()

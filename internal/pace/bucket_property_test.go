@@ -38,7 +38,7 @@ func TestPropertyBucket(t *testing.T) {
 			},
 			"queue": func(t *rapid.T) {
 				b.mu.Lock()
-				tk, _ := b.moreLocked().queue.PushBack(struct{}{}, 0)
+				tk, _ := b.moreLocked().queue.PushBack(struct{}{}, gate.Place{})
 				queued = append(queued, tk)
 				b.mu.Unlock()
 			},

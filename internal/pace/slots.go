@@ -29,7 +29,7 @@ func (s *Slots) Take(w *gate.Waiter, limit int) (waited time.Duration, err error
 		s.mu.Unlock()
 		return 0, nil
 	}
-	t, _ := s.queue.PushBack(struct{}{}, w.Priority)
+	t, _ := s.queue.PushBack(struct{}{}, w.Place)
 	s.mu.Unlock()
 	start := time.Now()
 	err = t.Wait(w, -1)

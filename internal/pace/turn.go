@@ -43,7 +43,7 @@ func (b *Bucket) Admit(w *gate.Waiter, ctl control.Controller, ceiling rate.Limi
 		b.mu.Unlock()
 		return unheard, nil
 	}
-	n := b.aheadLocked(w.Priority) + 1
+	n := b.aheadLocked(w.Place) + 1
 	turn := b.turnWaitLocked(now, n)
 	judged := b.serverTurnLocked(now, n, ctl, ceiling)
 	b.mu.Unlock()
@@ -69,7 +69,7 @@ func (b *Bucket) goesNowLocked(now time.Time, pause time.Duration) bool {
 func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.Limit, told time.Time) (bool, error) {
 	b.mu.Lock()
 	x := b.moreLocked()
-	t, _ := x.queue.PushBack(struct{}{}, w.Priority)
+	t, _ := x.queue.PushBack(struct{}{}, w.Place)
 	b.mu.Unlock()
 	taken := false
 	defer func() {
@@ -105,6 +105,11 @@ func (b *Bucket) waitTurn(w *gate.Waiter, ctl control.Controller, ceiling rate.L
 				sleepFor = max(pause, min(sleepFor, growingNap))
 			}
 			due = now.Add(sleepFor).UnixNano()
+		} else {
+			// Not the head, or no longer: a call of a higher priority, or
+			// the floor of a lower one, took the turn it slept for, and
+			// the instant it was due is not its own to take.
+			due = 0
 		}
 		b.mu.Unlock()
 		if sleepFor >= 0 {

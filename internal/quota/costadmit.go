@@ -33,7 +33,7 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 		t = cs.queue.PushFront(cost, w.Priority)
 	} else {
 		judged = cs.waitLocked(now, cs.queuedLocked(cost, w.Priority), cost)
-		t, _ = cs.queue.PushBack(cost, w.Priority)
+		t, _ = cs.queue.PushBack(cost, w.Place)
 	}
 	cs.mu.Unlock()
 	taken := false

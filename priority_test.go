@@ -313,3 +313,58 @@ func TestWithPriorityGivesADefaultByRequest(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// The calls that find the server's stated quota spent wait for its renewal
+// in line by priority: at the reset, an interactive call that came last
+// goes first, where they used to wake together and take the new window's
+// places in whatever order the scheduler ran them.
+func TestASpentQuotaRenewsInThePriorityOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var order []string
+		var window, used int
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if w := int(time.Since(start) / time.Second); w != window {
+				window, used = w, 0
+			}
+			h := http.Header{}
+			h.Set("RateLimit-Limit", "10")
+			h.Set("RateLimit-Reset", "1")
+			status := http.StatusOK
+			if used >= 10 {
+				status = http.StatusTooManyRequests
+			} else {
+				used++
+				order = append(order, r.URL.Path)
+			}
+			h.Set("RateLimit-Remaining", fmt.Sprint(10-used))
+			return &http.Response{StatusCode: status, Body: http.NoBody, Request: r, Header: h}, nil
+		})
+		tr := polite.New(next)
+		for range 10 { // the first window, spent
+			require.NoError(t, getPath(t, tr, t.Context(), "/first"))
+		}
+		time.Sleep(time.Until(start.Add(time.Second))) // renewed whole: a window's count, seen so
+		for range 10 {
+			require.NoError(t, getPath(t, tr, t.Context(), "/first"))
+		}
+		var wg sync.WaitGroup
+		batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
+		for range 30 {
+			wg.Go(func() { assert.NoError(t, getPath(t, tr, batch, "/batch")) })
+		}
+		synctest.Wait()
+		sent := time.Now()
+		require.NoError(t, getPath(t, tr, polite.ContextWithPriority(t.Context(), polite.PriorityInteractive), "/interactive"))
+		wait := time.Since(sent)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, order, 51)
+		assert.Equal(t, "/interactive", order[20], "the first of the renewed window: %v", order)
+		assert.Less(t, wait, time.Second, "within the renewal")
+	})
+}

@@ -42,6 +42,7 @@ func main() {
 	dialects := flag.String("dialects", "", "with -llm: comma-separated dialects of the fake (default all): "+names(llmDialects(), dialectName))
 	period := flag.Duration("period", time.Minute, "with -llm: the fake's \"minute\", the time its quotas refill in (its latencies scale with it)")
 	tooLarge := flag.Bool("too-large", true, "with -llm: 1% of requests larger than the server's token limit")
+	priorities := flag.Bool("priorities", false, "run the priority scenario (a backlog of batch calls, an interactive call every 200 ms) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	flag.Parse()
 
 	if *llm {
@@ -77,6 +78,14 @@ func main() {
 	cls, err := pick(*clientList, clients(), clientName)
 	if err != nil {
 		fail(err)
+	}
+	if *priorities {
+		if *serverList == "" {
+			if srvs, err = pick("tollbooth,nginx,haproxy", servers(), serverName); err != nil {
+				fail(err)
+			}
+		}
+		os.Exit(benchPriorities(srvs, cfg))
 	}
 	if *headers {
 		if err := printSamples(os.Stdout, srvs, cfg); err != nil {

@@ -73,6 +73,10 @@ type Quota struct {
 	left     float64       // requests that may still go before the renewal, if counted
 	next     time.Time     // the earliest the next request may go
 	inflight int           // requests sent against the quota and not answered yet
+	// queue holds the attempts that found the quota spent, in order of
+	// priority (see Admit): at the renewal they go one after another, the
+	// highest first, not in a crowd whose order is the scheduler's.
+	queue gate.Queue[struct{}]
 	// How the count moves (see count): the least remaining read since it
 	// last rose, and what it was when it last rose.
 	low, top  float64
@@ -179,6 +183,7 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota, sent uint64, throttled 
 	default:
 		q.resetAt = time.Time{} // renewed, with no reset ahead: only the rate paces
 	}
+	q.queue.WakeHead() // an answer may renew what the head waits for before the reset it slept to
 	return q.rateLocked()
 }
 
@@ -434,30 +439,6 @@ func maxTime(a, b time.Time) time.Time {
 // keeps the rate, and the resets show the window.
 func Remembered(limit float64, window time.Duration, known bool) *Quota {
 	return &Quota{picture: picture{limit: limit * window.Seconds(), known: true, window: window, rated: !known}}
-}
-
-// Admit returns when the quota lets the attempt go: evenly paced while
-// quota is left, after its reset once it is spent. share is the part of
-// the quota this process spends (see Reserve), fleet whether a fleet paces
-// the quota's rate. Admitted, the attempt counts as in flight until
-// Answered.
-func (q *Quota) Admit(w *gate.Waiter, share float64, fleet bool) error {
-	for {
-		now := time.Now()
-		wait, spent, took := q.Reserve(now, share, fleet)
-		if spent {
-			if err := w.For(wait, now, gate.Quota, true, func() {}); err != nil {
-				return err
-			}
-			continue // renewed: take a place now
-		}
-		if wait > 0 {
-			if err := w.For(wait, now, gate.Quota, false, func() { q.Release(took) }); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 }
 
 // Status returns the server's limit as the quota states it (its rate, in

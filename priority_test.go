@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,15 +23,34 @@ import (
 
 // instantOK answers every request at once with 200 and an empty body.
 var instantOK = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r, Header: http.Header{}}, nil
+	return respond(r, http.StatusOK, http.NoBody), nil
 })
+
+// sendLog is a next that answers every request as instantOK does and
+// keeps the path of each, in the order they were sent.
+type sendLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *sendLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.paths = append(l.paths, r.URL.Path)
+	l.mu.Unlock()
+	return instantOK(r)
+}
+
+// sent returns the paths sent so far.
+func (l *sendLog) sent() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.paths)
+}
 
 // getPath sends a GET of path on api.test through rt with ctx, and reads
 // and closes the body of its answer.
 func getPath(t *testing.T, rt http.RoundTripper, ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test"+path, nil)
-	require.NoError(t, err)
-	resp, err := (&http.Client{Transport: rt}).Do(req)
+	resp, err := get(t, ctx, rt, "http://api.test"+path)
 	if err != nil {
 		return err
 	}
@@ -48,14 +66,7 @@ func getPath(t *testing.T, rt http.RoundTripper, ctx context.Context, path strin
 // used whole.
 func TestAnInteractiveCallWaitsBehindNoBatchBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var order []string
-		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			order = append(order, r.URL.Path)
-			mu.Unlock()
-			return instantOK(r)
-		})
+		next := &sendLog{}
 		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
 		get := func(ctx context.Context, path string) error { return getPath(t, tr, ctx, path) }
 		batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
@@ -84,8 +95,7 @@ func TestAnInteractiveCallWaitsBehindNoBatchBacklog(t *testing.T) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		assert.LessOrEqual(t, slices.Max(waits), 20*time.Millisecond, "interactive waits %v", waits)
-		mu.Lock()
-		defer mu.Unlock()
+		order := next.sent()
 		assert.Len(t, order, 1013)
 		assert.InDelta(t, 10.13, elapsed.Seconds(), 0.05, "the rate used whole")
 		assert.Equal(t, 12, strings.Count(strings.Join(order[:600], " "), "/interactive"), "the interactive calls went within the backlog's first 6 s")
@@ -170,14 +180,7 @@ func ExampleContextWithPriority() {
 // floor), and the rate is used whole.
 func TestALowerPriorityKeepsItsFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		sent := map[string]int{}
-		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sent[r.URL.Path]++
-			mu.Unlock()
-			return instantOK(r)
-		})
+		next := &sendLog{}
 		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
@@ -191,9 +194,10 @@ func TestALowerPriorityKeepsItsFloor(t *testing.T) {
 			synctest.Wait()
 		}
 		time.Sleep(4 * time.Second)
-		mu.Lock()
-		got := maps.Clone(sent)
-		mu.Unlock()
+		got := map[string]int{}
+		for _, path := range next.sent() {
+			got[path]++
+		}
 		cancel()
 		wg.Wait()
 		assert.InDelta(t, 400, got["/batch"]+got["/interactive"], 2, "the rate used whole: %v", got)
@@ -237,14 +241,7 @@ func TestEventsSayThePriorityAndTheTenant(t *testing.T) {
 // once, by their weights.
 func TestTenantsShareAKeyByTheirWeights(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var sends []string // the tenant of each send, one per interval of the rate
-		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sends = append(sends, r.URL.Path[1:])
-			mu.Unlock()
-			return instantOK(r)
-		})
+		next := &sendLog{} // the tenant of each send ("/a"), one per interval of the rate
 		weights := map[string]float64{"a": 1, "b": 2, "c": 5}
 		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff),
 			polite.WithTenantWeight(func(tenant string) float64 { return weights[tenant] }))
@@ -261,16 +258,14 @@ func TestTenantsShareAKeyByTheirWeights(t *testing.T) {
 			synctest.Wait()
 		}
 		time.Sleep(9 * time.Second)
-		mu.Lock()
-		got := slices.Clone(sends)
-		mu.Unlock()
+		got := next.sent()
 		cancel()
 		wg.Wait()
 		require.GreaterOrEqual(t, len(got), 900)
 		count := func(from, to int) map[string]int {
 			n := map[string]int{}
-			for _, s := range got[from:to] {
-				n[s]++
+			for _, path := range got[from:to] {
+				n[path[1:]]++
 			}
 			return n
 		}
@@ -341,7 +336,9 @@ func TestASpentQuotaRenewsInThePriorityOrder(t *testing.T) {
 				order = append(order, r.URL.Path)
 			}
 			h.Set("RateLimit-Remaining", fmt.Sprint(10-used))
-			return &http.Response{StatusCode: status, Body: http.NoBody, Request: r, Header: h}, nil
+			resp := respond(r, status, http.NoBody)
+			resp.Header = h
+			return resp, nil
 		})
 		tr := polite.New(next)
 		for range 10 { // the first window, spent

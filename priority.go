@@ -61,24 +61,39 @@ func (p Priority) String() string {
 	return fmt.Sprintf("Priority(%d)", int8(p))
 }
 
-// priorityKey is the context key of a call's priority.
-type priorityKey struct{}
+// orderKey is the context key of a call's place in line: its priority and
+// its tenant, each if given. Both live in one value, so that a call finds
+// them in one walk up its context.
+type orderKey struct{}
+
+// order is the value of orderKey.
+type order struct {
+	priority    Priority
+	tenant      string
+	hasPriority bool
+	hasTenant   bool
+}
+
+// orderOf returns the order ctx gives its request.
+func orderOf(ctx context.Context) order {
+	o, _ := ctx.Value(orderKey{}).(order)
+	return o
+}
 
 // ContextWithPriority returns a copy of ctx that gives the request it goes
 // with priority p. It wins over the default of [WithPriority].
 func ContextWithPriority(ctx context.Context, p Priority) context.Context {
-	return context.WithValue(ctx, priorityKey{}, p)
+	o := orderOf(ctx)
+	o.priority, o.hasPriority = p, true
+	return context.WithValue(ctx, orderKey{}, o)
 }
 
 // PriorityFromContext returns the priority ctx gives its request, and
 // whether it gives one (see [ContextWithPriority]).
 func PriorityFromContext(ctx context.Context) (Priority, bool) {
-	p, ok := ctx.Value(priorityKey{}).(Priority)
-	return p, ok
+	o := orderOf(ctx)
+	return o.priority, o.hasPriority
 }
-
-// tenantKey is the context key of a call's tenant.
-type tenantKey struct{}
 
 // ContextWithTenant returns a copy of ctx that makes the request it goes
 // with work of tenant: a customer of a crawler or of a service, one of
@@ -93,14 +108,16 @@ type tenantKey struct{}
 // The tenant orders waits only. polite never logs it (it may be a
 // customer's name); hooks see it in [Event.Tenant].
 func ContextWithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
+	o := orderOf(ctx)
+	o.tenant, o.hasTenant = tenant, true
+	return context.WithValue(ctx, orderKey{}, o)
 }
 
 // TenantFromContext returns the tenant ctx makes its request work of, and
 // whether it gives one (see [ContextWithTenant]).
 func TenantFromContext(ctx context.Context) (string, bool) {
-	t, ok := ctx.Value(tenantKey{}).(string)
-	return t, ok
+	o := orderOf(ctx)
+	return o.tenant, o.hasTenant
 }
 
 // WithPriority sets the priority of each request whose context gives none
@@ -131,23 +148,16 @@ func WithTenantWeight(weight func(tenant string) float64) Option {
 // placeOf returns where req waits in line under c: its priority, its
 // tenant and the tenant's weight.
 func (c *config) placeOf(req *http.Request) gate.Place {
-	pl := gate.Place{Priority: c.priorityOf(req), Weight: 1}
-	if tenant, ok := TenantFromContext(req.Context()); ok {
-		pl.Tenant = tenant
+	o := orderOf(req.Context())
+	pl := gate.Place{Priority: gate.Priority(o.priority), Weight: 1}
+	if !o.hasPriority && c.priority != nil {
+		pl.Priority = c.priority(req)
+	}
+	if o.hasTenant {
+		pl.Tenant = o.tenant
 		if c.tenantWeight != nil {
-			pl.Weight = c.tenantWeight(tenant)
+			pl.Weight = c.tenantWeight(o.tenant)
 		}
 	}
 	return pl
-}
-
-// priorityOf returns the priority of req under c.
-func (c *config) priorityOf(req *http.Request) gate.Priority {
-	if p, ok := PriorityFromContext(req.Context()); ok {
-		return gate.Priority(p)
-	}
-	if c.priority != nil {
-		return c.priority(req)
-	}
-	return gate.Priority(PriorityDefault)
 }

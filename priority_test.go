@@ -325,53 +325,105 @@ func TestWithPriorityGivesADefaultByRequest(t *testing.T) {
 // places in whatever order the scheduler ran them.
 func TestASpentQuotaRenewsInThePriorityOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		var mu sync.Mutex
-		var order []string
-		var window, used int
-		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if w := int(time.Since(start) / time.Second); w != window {
-				window, used = w, 0
-			}
-			h := http.Header{}
-			h.Set("RateLimit-Limit", "10")
-			h.Set("RateLimit-Reset", "1")
-			status := http.StatusOK
-			if used >= 10 {
-				status = http.StatusTooManyRequests
-			} else {
-				used++
-				order = append(order, r.URL.Path)
-			}
-			h.Set("RateLimit-Remaining", fmt.Sprint(10-used))
-			resp := respond(r, status, http.NoBody)
-			resp.Header = h
-			return resp, nil
-		})
-		tr := polite.New(next)
+		server := &windowedQuota{start: time.Now(), window: time.Second, limit: 10}
+		tr := polite.New(server)
 		for range 10 { // the first window, spent
 			require.NoError(t, getPath(t, tr, t.Context(), "/first"))
 		}
-		time.Sleep(time.Until(start.Add(time.Second))) // renewed whole: a window's count, seen so
+		time.Sleep(time.Until(server.start.Add(time.Second))) // renewed whole: a window's count, seen so
 		for range 10 {
 			require.NoError(t, getPath(t, tr, t.Context(), "/first"))
 		}
-		var wg sync.WaitGroup
-		batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
-		for range 30 {
-			wg.Go(func() { assert.NoError(t, getPath(t, tr, batch, "/batch")) })
-		}
-		synctest.Wait()
-		sent := time.Now()
-		require.NoError(t, getPath(t, tr, polite.ContextWithPriority(t.Context(), polite.PriorityInteractive), "/interactive"))
-		wait := time.Since(sent)
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
+		wait := interactiveBehindBatch(t, tr, 30, 0)
+		order := server.accepted()
 		require.Len(t, order, 51)
 		assert.Equal(t, "/interactive", order[20], "the first of the renewed window: %v", order)
 		assert.Less(t, wait, time.Second, "within the renewal")
 	})
+}
+
+// A stated quota paced within its window (not spent) lets its calls go one
+// spacing apart, and an interactive call that comes behind a batch
+// backlog takes the next: the calls waiting for their spacing wait in
+// line, and only the head takes a place, when its turn has come. They
+// used to each book an instant as they came, and an interactive call
+// booked behind the whole backlog (3.7 s behind 36 here).
+func TestAPacedQuotaLetsAHigherPriorityGoNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		server := &windowedQuota{start: time.Now(), window: 10 * time.Second, limit: 100}
+		tr := polite.New(server)
+		for range 5 { // the quota read
+			require.NoError(t, getPath(t, tr, t.Context(), "/first"))
+		}
+		wait := interactiveBehindBatch(t, tr, 40, 500*time.Millisecond)
+		order := server.accepted()
+		require.Len(t, order, 46, "none refused")
+		assert.NotEqual(t, "/interactive", order[len(order)-1], "ahead of the batch still waiting: %v", order)
+		// One spacing at most: what is left (95 of 100) spread over the
+		// window's 9.5 s left, less the margin, is about 0.11 s apart.
+		assert.LessOrEqual(t, wait, 150*time.Millisecond, "within one spacing of the quota")
+	})
+}
+
+// interactiveBehindBatch starts n batch calls through tr, sends an
+// interactive call after, once they all wait, and returns how long it
+// waited; it returns once every call is done.
+func interactiveBehindBatch(t *testing.T, tr http.RoundTripper, n int, after time.Duration) time.Duration {
+	t.Helper()
+	var wg sync.WaitGroup
+	batch := polite.ContextWithPriority(t.Context(), polite.PriorityBatch)
+	for range n {
+		wg.Go(func() { assert.NoError(t, getPath(t, tr, batch, "/batch")) })
+	}
+	time.Sleep(after)
+	synctest.Wait()
+	sent := time.Now()
+	require.NoError(t, getPath(t, tr, polite.ContextWithPriority(t.Context(), polite.PriorityInteractive), "/interactive"))
+	wait := time.Since(sent)
+	wg.Wait()
+	return wait
+}
+
+// windowedQuota is a server whose quota of limit calls renews whole every
+// window from start, and says so in the IETF RateLimit fields (the reset
+// in seconds to the window's end, rounded up), a millisecond after each
+// call (no two answers read at one instant); it refuses the calls past
+// the limit, and records the paths of those it accepts.
+type windowedQuota struct {
+	start        time.Time
+	window       time.Duration
+	limit        int
+	mu           sync.Mutex
+	used, opened int
+	order        []string
+}
+
+func (s *windowedQuota) RoundTrip(r *http.Request) (*http.Response, error) {
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since := time.Since(s.start)
+	if w := int(since / s.window); w != s.opened {
+		s.opened, s.used = w, 0
+	}
+	status := http.StatusOK
+	if s.used >= s.limit {
+		status = http.StatusTooManyRequests
+	} else {
+		s.used++
+		s.order = append(s.order, r.URL.Path)
+	}
+	resp := respond(r, status, http.NoBody)
+	resp.Header = http.Header{}
+	resp.Header.Set("RateLimit-Limit", fmt.Sprint(s.limit))
+	resp.Header.Set("RateLimit-Remaining", fmt.Sprint(s.limit-s.used))
+	end := time.Duration(s.opened+1) * s.window
+	resp.Header.Set("RateLimit-Reset", fmt.Sprint(int((end-since+time.Second-1)/time.Second)))
+	return resp, nil
+}
+
+func (s *windowedQuota) accepted() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order)
 }

@@ -237,6 +237,12 @@ func (q *Quota) paceLocked(kept bool) float64 {
 func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Duration, spent, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.reserveLocked(now, share, fleet, true)
+}
+
+// reserveLocked is Reserve with q.mu held; unless take, it takes nothing,
+// and only tells the wait a place taken at now would have (see Admit).
+func (q *Quota) reserveLocked(now time.Time, share float64, fleet, take bool) (wait time.Duration, spent, took bool) {
 	if !q.bound.IsZero() && !now.Before(q.bound) && q.boundSent == 0 {
 		q.boundSent = max(q.sends.Load(), 1) // what is sent from here on goes after the bound
 	}
@@ -245,8 +251,7 @@ func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Dur
 		ceiling = 0
 	}
 	if q.resetAt.IsZero() {
-		q.inflight++
-		return q.space(now, ceiling), false, false
+		return q.space(now, ceiling, take), false, false
 	}
 	// In a fleet, what is left is counted down by this process's sends
 	// only: the other processes' in flight, about as many as this one's
@@ -267,9 +272,10 @@ func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Dur
 		// window whose length is still a guess is spent no faster than
 		// the last was spread: the callers it held must not crowd the
 		// new one.
-		q.resetAt = time.Time{}
-		q.inflight++
-		return q.space(now, q.beyondSpread(ceiling)), false, false
+		if take {
+			q.resetAt = time.Time{}
+		}
+		return q.space(now, q.beyondSpread(ceiling), take), false, false
 	}
 	// Spend what is left evenly by the earliest the renewal may come (the
 	// latest, while the window is a guess); from then on, at the
@@ -286,9 +292,10 @@ func (q *Quota) Reserve(now time.Time, share float64, fleet bool) (wait time.Dur
 			rate = min(rate, q.spread)
 		}
 	}
-	q.left--
-	q.inflight++
-	return q.space(now, rate), false, true
+	if take {
+		q.left--
+	}
+	return q.space(now, rate, take), false, true
 }
 
 // spreadLocked returns the rate, in requests a second, at which share of
@@ -346,9 +353,13 @@ func (q *Quota) SpentElsewhere(now, renews time.Time) {
 	q.Exhaust(renews)
 }
 
-// space returns the wait for the next slot at rate per second, and takes
-// it. A rate of 0 spaces nothing. It requires q.mu held.
-func (q *Quota) space(now time.Time, rate float64) time.Duration {
+// space returns the wait for the next slot at rate per second, and, if
+// take, takes it, counting a request in flight from then on. A rate of 0
+// spaces nothing. It requires q.mu held.
+func (q *Quota) space(now time.Time, rate float64, take bool) time.Duration {
+	if take {
+		q.inflight++
+	}
 	if rate <= 0 || math.IsInf(rate, 1) {
 		return 0
 	}
@@ -356,7 +367,9 @@ func (q *Quota) space(now time.Time, rate float64) time.Duration {
 	if slot.Before(now) {
 		slot = now
 	}
-	q.next = slot.Add(time.Duration(float64(time.Second) / rate))
+	if take {
+		q.next = slot.Add(time.Duration(float64(time.Second) / rate))
+	}
 	return slot.Sub(now)
 }
 

@@ -365,6 +365,25 @@ func TestAPacedQuotaLetsAHigherPriorityGoNext(t *testing.T) {
 	})
 }
 
+// An exact window (WithWindow) lets an interactive call that comes behind
+// a batch backlog go at its next place: its calls wait in line too, and
+// only the head books, once its place has come. Each used to book an
+// instant as it came, and the interactive call booked behind the backlog
+// (3.7 s here, where its place came in 0.5 s).
+func TestAWindowLetsAHigherPriorityGoNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &sendLog{}
+		tr := polite.New(next, polite.WithWindow(10, time.Second), polite.WithAdaptive(polite.AdaptiveOff))
+		wait := interactiveBehindBatch(t, tr, 40, 500*time.Millisecond)
+		sent := next.sent()
+		require.Len(t, sent, 41)
+		// The first ten went at once; the interactive call, half a second
+		// on, takes the first place of the next window.
+		assert.Equal(t, "/interactive", sent[10], "the first of the next window's places: %v", sent)
+		assert.LessOrEqual(t, wait, 600*time.Millisecond, "at the window's turn")
+	})
+}
+
 // interactiveBehindBatch starts n batch calls through tr, sends an
 // interactive call after, once they all wait, and returns how long it
 // waited; it returns once every call is done.

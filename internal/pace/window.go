@@ -40,17 +40,19 @@ type windowEntry struct {
 	count     int
 }
 
-// book books a send at the earliest instant from now on that keeps at
-// most n sends in any interval of length per, and returns it.
-func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
-	t := now.UnixNano()
+// earliest returns the earliest instant from now on, Unix nanoseconds,
+// that keeps at most n sends in any interval of length per, counting one
+// more; and how many of the oldest entries no longer count then, and the
+// sends the others count.
+func (w *windowLog) earliest(now time.Time, n int, per time.Duration) (t int64, drop, left int) {
+	t = now.UnixNano()
 	if len(w.entries) > 0 {
 		t = max(t, w.entries[len(w.entries)-1].at)
 	}
 	// The sends in (t-per, t] must be at most n-1 before this one: drop
 	// from the oldest, moving t past each entry dropped, until they are.
 	p := int64(per)
-	drop, left := 0, w.total
+	left = w.total
 	for drop < len(w.entries) && (w.entries[drop].at <= t-p || left > n-1) {
 		if e := w.entries[drop]; e.at > t-p {
 			t = e.at + p // the earliest instant that leaves e out
@@ -58,12 +60,20 @@ func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
 		left -= w.entries[drop].count
 		drop++
 	}
+	return t, drop, left
+}
+
+// book books a send at the earliest instant from now on that keeps at
+// most n sends in any interval of length per, and returns it.
+func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
+	t, drop, left := w.earliest(now, n, per)
 	if drop > 0 {
 		// Move the entries left to the front: the array is reused, not
 		// outgrown by appends at its end (the entries hold no pointers).
 		w.entries = w.entries[:copy(w.entries, w.entries[drop:])]
 	}
 	w.total = left
+	p := int64(per)
 	if k := len(w.entries) - 1; k >= 0 && t-w.entries[k].first < p/windowSlices {
 		w.entries[k].at = t
 		w.entries[k].count++
@@ -75,44 +85,84 @@ func (w *windowLog) book(now time.Time, n int, per time.Duration) time.Time {
 	return time.Unix(0, t)
 }
 
-// cancel gives back a send booked at at, if it was the last booked: it no
-// longer counts against the window. The sends after it are still booked no
-// earlier than it was (bookings stay monotonic); a booking that is not the
-// last stays counted, which only delays later sends.
-func (w *windowLog) cancel(at time.Time) {
-	k := len(w.entries) - 1
-	if k < 0 || w.entries[k].at != at.UnixNano() || w.entries[k].count == 0 {
-		return
-	}
-	w.entries[k].count--
-	w.total--
-}
-
 // A Window is a key's exact window quota (WithWindow): at most n sends in
-// any interval of length per. It books each attempt's send in its log and
-// has the attempt wait for it.
+// any interval of length per. The attempts that must wait for a place
+// wait in line, by priority, then arrival (gate.Queue); only the head
+// books one, once it is due, and sends at once.
 type Window struct {
-	mu  sync.Mutex
-	log windowLog
+	mu    sync.Mutex
+	log   windowLog
+	queue gate.Queue[struct{}]
 }
 
-// Admit returns when the window lets the attempt send: it books the
-// attempt's place in the window, at most n in any per, and waits for it;
-// a wait refused or given up gives the place back.
+// Admit returns when the window lets the attempt send, at most n in any
+// per, and books its send. An attempt that finds the window full, or
+// others waiting, waits its turn in line; it is judged for its deadline
+// by its place (the attempts ahead of it at n per per). Each booked an
+// instant ahead as it came, in order of arrival: an interactive call
+// behind a batch backlog booked behind the whole of it.
 func (win *Window) Admit(w *gate.Waiter, n int, per time.Duration) error {
-	now := time.Now()
-	win.mu.Lock()
-	at := win.log.book(now, n, per)
-	win.mu.Unlock()
-	wait := at.Sub(now)
-	if wait <= 0 {
+	var t *gate.Ticket[struct{}]
+	defer func() {
+		if t != nil { // refused, given up, or a panic in a listener: give the place up
+			win.mu.Lock()
+			win.queue.Leave(t)
+			win.mu.Unlock()
+		}
+	}()
+	told := false
+	for {
+		now := time.Now()
+		win.mu.Lock()
+		at, _, _ := win.log.earliest(now, n, per)
+		wait := time.Duration(at - now.UnixNano())
+		if t == nil && (win.queue.Len() > 0 || wait > 0) {
+			var ahead int
+			t, ahead = win.queue.PushBack(struct{}{}, w.Place)
+			wait += time.Duration(int64(per) / int64(n) * int64(ahead))
+			win.mu.Unlock()
+			if err := w.Refuse(wait, now, false); err != nil {
+				return err
+			}
+			w.Tell(wait, gate.Rate, false)
+			told = true
+			continue
+		}
+		if t != nil && !win.queue.IsHead(t) {
+			win.mu.Unlock()
+			if err := t.Wait(w, -1); err != nil {
+				return err
+			}
+			continue
+		}
+		if wait > 0 {
+			// The head, before its place: it sleeps to it, booking
+			// nothing, so that an attempt of a higher priority that
+			// comes meanwhile goes first.
+			win.mu.Unlock()
+			if err := w.Refuse(wait, now, false); err != nil {
+				return err
+			}
+			if !told {
+				w.Tell(wait, gate.Rate, false)
+				told = true
+			}
+			if err := t.Wait(w, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		// Booked as it sends, not at the instant it was due: counted
+		// earlier than the server sees it, a send would let the one a
+		// window after it go too soon.
+		win.log.book(now, n, per)
+		if t != nil {
+			win.queue.Served(t) // the next may book too
+			t = nil
+		}
+		win.mu.Unlock()
 		return nil
 	}
-	return w.For(wait, now, gate.Rate, false, func() {
-		win.mu.Lock()
-		win.log.cancel(at)
-		win.mu.Unlock()
-	})
 }
 
 // Busy reports whether forgetting the window at now (Unix nanoseconds)
@@ -123,5 +173,5 @@ func (win *Window) Busy(now int64) bool {
 		return true
 	}
 	defer win.mu.Unlock()
-	return win.log.matters(now)
+	return win.queue.Len() > 0 || win.log.matters(now)
 }

@@ -108,6 +108,17 @@ func (q *Quota) Sync(now time.Time, quota signals.Quota, sent uint64, throttled 
 		q.far = false
 	}
 	rose := q.count(now, quota.Remaining, sent, throttled)
+	if rose && q.windowed() && q.next.After(now) {
+		// A window renewed: the spacing of the last one's last places (one
+		// left spread over the second before its reset) is not the new
+		// one's. (Not a bucket's: it rises as it refills, and its spacing
+		// holds.)
+		// Kept, it held every call until a second after the renewal, and
+		// that second's silence, with one call in the window, read as a
+		// bucket that refills: the whole limit went at once (a second of
+		// the quality suite's window-seconds, 16 refused).
+		q.next = now
+	}
 	if !rose && q.windowed() && q.boundSent > 0 && sent > q.boundSent {
 		q.early = true // sent after the bound, and counted in the same window
 	}

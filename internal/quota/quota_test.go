@@ -301,3 +301,24 @@ func TestQuotaSpentElsewhereHoldsOnly(t *testing.T) {
 		assert.Zero(t, limit, "no limit of the requests' learnt")
 	}
 }
+
+// The last place of a window, spread over the time left to its reset,
+// spaces the next request a second on; once an answer shows the window
+// renewed, that spacing is dropped: the new window's places go from now.
+func TestQuotaRenewedDropsTheLastWindowsSpacing(t *testing.T) {
+	var q Quota
+	// A window's count, falling answer by answer to 1 left, a second
+	// before its reset.
+	for left := 10; left >= 1; left-- {
+		q.Sync(epoch, signals.Quota{Limit: 10, Remaining: float64(left), Reset: at(time.Second)}, q.Sending(), false)
+	}
+	wait, spent, _ := q.Reserve(epoch, 1, false)
+	assert.Zero(t, wait)
+	assert.False(t, spent)
+	sent := q.Sending()
+	assert.GreaterOrEqual(t, q.Peek(epoch), 900*time.Millisecond, "the one left, spread over the second left")
+	q.Answered()
+	now := at(10 * time.Millisecond)
+	q.Sync(now, signals.Quota{Limit: 10, Remaining: 9, Reset: now.Add(time.Second)}, sent, false)
+	assert.Zero(t, q.Peek(now), "renewed: the new window's first place is now")
+}

@@ -430,3 +430,52 @@ func TestFleetLaterAsksAgain(t *testing.T) {
 		assert.Len(t, f.asks, 3)
 	})
 }
+
+// overtakingFleet books every send 100ms ahead. A send of a priority below
+// the default is overtaken, as it wakes, by a send of a higher priority
+// (10ms later), and, as it wakes from that, by one more (20ms in all).
+type overtakingFleet struct {
+	recordingFleet
+	overtaken int
+}
+
+func (f *overtakingFleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	return fleetapi.Grant{Granted: true, Wait: 100 * time.Millisecond, At: 1}, nil
+}
+
+func (f *overtakingFleet) Overtaken(_ string, p int8, _ fleetapi.Grant) time.Duration {
+	if p >= 0 {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.overtaken++
+	return time.Duration(min(f.overtaken, 2)) * 10 * time.Millisecond
+}
+
+// A Transport tells its fleet each call's priority, and a send booked
+// ahead waits, at its slot, for the sends of higher priorities that took
+// places ahead of it meanwhile (fleetapi.Overtaking), asking again after
+// each wait; a send nothing overtook goes at its slot.
+func TestFleetBookedSendWaitsForTheSendsThatOvertookIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &overtakingFleet{}
+		tr := polite.New(newStub(status(200)), polite.WithFleet(f), polite.WithRate(10, 1))
+		for _, c := range []struct {
+			p    polite.Priority
+			wait time.Duration
+		}{{polite.PriorityBatch, 120 * time.Millisecond}, {polite.PriorityInteractive, 100 * time.Millisecond}} {
+			ctx := polite.ContextWithPriority(context.Background(), c.p)
+			start := time.Now()
+			resp, err := get(t, ctx, tr, "http://a.test/")
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, c.wait, time.Since(start), "priority %v", c.p)
+		}
+		require.Len(t, f.asks, 2)
+		assert.Equal(t, int8(polite.PriorityBatch), f.asks[0].Priority)
+		assert.Equal(t, int8(polite.PriorityInteractive), f.asks[1].Priority)
+		assert.Equal(t, 3, f.overtaken, "asked again after each wait, until nothing more overtook it")
+	})
+}

@@ -71,7 +71,7 @@ const (
 func UseClock(t testing.TB) {
 	t.Helper()
 	reserve, congest := reserveScript, congestScript
-	reserveScript = redis.NewScript(clocked(t, recentLua+reserveLua))
+	reserveScript = redis.NewScript(clocked(t, recentLua+lanesLua+reserveLua))
 	congestScript = redis.NewScript(clocked(t, recentLua+congestLua))
 	t.Cleanup(func() { reserveScript, congestScript = reserve, congest })
 }

@@ -51,23 +51,25 @@ func (f *Fleet) reserveInterval(ctx context.Context, key string, r fleetapi.Requ
 		adaptive = 1
 	}
 	args := []any{ei, burst, n, per, maxWait, f.member, liveFor.Microseconds(), grace.Microseconds(), k,
-		adaptive, acceptedArg(r.Accepted), max(r.NotBefore.Microseconds(), 0)}
+		adaptive, acceptedArg(r.Accepted), max(r.NotBefore.Microseconds(), 0), r.Priority, f.channel(key)}
 	args = appendCosts(args, r.Costs)
 	v, err := f.run(ctx, "reserve", reserveScript, f.keys(key), args...)
 	if err != nil {
 		return fleetapi.Grant{}, 0, err
 	}
-	if len(v) != 6 {
+	if len(v) != 8 {
 		return fleetapi.Grant{}, 0, f.failed(fmt.Errorf("%w: reserve replied %d values", ErrUnavailable, len(v)))
 	}
 	f.lastLive.Store(v[3])
 	return fleetapi.Grant{
-		Granted: v[0] == 1,
-		Later:   v[0] == 2,
-		Wait:    time.Duration(max(v[1], 0)) * time.Microsecond,
-		Paused:  time.Duration(max(v[2], 0)) * time.Microsecond,
-		Members: int(v[3]),
-		Gen:     uint64(max(v[4], 0)),
+		Granted:   v[0] == 1,
+		Later:     v[0] == 2,
+		Wait:      time.Duration(max(v[1], 0)) * time.Microsecond,
+		Paused:    time.Duration(max(v[2], 0)) * time.Microsecond,
+		Members:   int(v[3]),
+		Gen:       uint64(max(v[4], 0)),
+		At:        v[6],
+		Overtakes: uint64(max(v[7], 0)),
 	}, time.Duration(max(v[5], 0)) * time.Microsecond, nil
 }
 

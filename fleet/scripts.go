@@ -18,7 +18,8 @@ import (
 // touches one Cluster slot:
 //
 //	KEYS[1] <ns>:v1:{<key>}:s  hash: tat (the GCRA's theoretical arrival
-//	                           time), pause (no send before), seq
+//	                           time), pause (no send before), seq, ln and
+//	                           ov (the priorities' lanes, lua/lanes.lua)
 //	KEYS[2] <ns>:v1:{<key>}:w  sorted set: the window's booked sends
 //	KEYS[3] <ns>:v1:{<key>}:m  sorted set: member → its last call
 //
@@ -34,9 +35,13 @@ import (
 var recentLua string
 
 // reserveScript books a key's sends: in its GCRA, its window, its cost
-// buckets and at its shared controller's rate (lua/recent.lua, then
-// lua/reserve.lua).
-var reserveScript = redis.NewScript(recentLua + reserveLua)
+// buckets and at its shared controller's rate, a send of a higher
+// priority ahead of those of lower ones (lua/recent.lua, lua/lanes.lua,
+// then lua/reserve.lua).
+var reserveScript = redis.NewScript(recentLua + lanesLua + reserveLua)
+
+//go:embed lua/lanes.lua
+var lanesLua string
 
 //go:embed lua/reserve.lua
 var reserveLua string

@@ -20,8 +20,9 @@ import (
 // watcher listens to the pauses of a Fleet's namespace.
 type watcher struct {
 	mu     sync.Mutex
-	until  map[string]time.Time // key → the end of its pause, as published
-	events map[string]uint64    // key → the generation its shared controller's last event began, as published
+	until  map[string]time.Time    // key → the end of its pause, as published
+	events map[string]uint64       // key → the generation its shared controller's last event began, as published
+	passes map[string][]overtaking // key → its last overtakings, as published, oldest first (see Overtaken)
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed bool
@@ -63,10 +64,17 @@ func (f *Fleet) watch() {
 	})
 }
 
-// heard records a pause, or an event of the shared controller ("e" and
-// the generation it began), published on a key's channel.
+// heard records a pause, an event of the shared controller ("e" and
+// the generation it began), or an overtaking ("o", see lua/lanes.lua),
+// published on a key's channel.
 func (f *Fleet) heard(m *redis.Message) {
 	key, ok := f.keyOf(m.Channel)
+	if o, over := strings.CutPrefix(m.Payload, "o"); over {
+		if p, err := parseOvertaking(o); ok && err == nil {
+			f.heardOvertaking(key, p)
+		}
+		return
+	}
 	if g, event := strings.CutPrefix(m.Payload, "e"); event {
 		gen, err := strconv.ParseUint(g, 10, 64)
 		if ok && err == nil {

@@ -8,7 +8,9 @@
 // Package [github.com/politehttp/polite/fleet] implements it on Redis.
 // Users of polite need this package only to write a fleet of their own,
 // on another store: a type that implements [Fleet] (and [Congestion], if
-// its shared controller tells of congestion events as they happen), given
+// its shared controller tells of congestion events as they happen, and
+// [Overtaking], if a send of a higher priority may take a place ahead of
+// those booked before it), given
 // to each Transport with [github.com/politehttp/polite.WithFleet].
 //
 // The Transport asks its Fleet for each send with a [Request] (the limits

@@ -76,6 +76,23 @@ type Congestion interface {
 	Congested(key string, gen uint64) bool
 }
 
+// Overtaking is implemented by a [Fleet] that books a send of a higher
+// priority ahead of the sends of lower priorities booked before it, in
+// any process ([Request.Priority]; package
+// [github.com/politehttp/polite/fleet] does): those sends, asleep until
+// their slots, go that much later, so that the fleet keeps to its quota.
+// A send the Fleet granted, at its slot, asks Overtaken before it goes,
+// and waits on by what it returns; it asks again after that wait, since
+// more may have overtaken it meanwhile.
+type Overtaking interface {
+	// Overtaken returns how much later than its slot the send of key
+	// granted g, at priority p, must go: the slots that the sends of a
+	// higher priority booked since took ahead of it, as this process last
+	// heard, without asking the store. It returns the whole delay since
+	// the booking, not the part since the last call.
+	Overtaken(key string, p int8, g Grant) time.Duration
+}
+
 // Request is what a Transport asks of its [Fleet] for one send: the
 // limits that hold for the whole fleet.
 type Request struct {
@@ -120,6 +137,13 @@ type Request struct {
 	// is known: booked with the send, all or none, first come first served
 	// across the fleet.
 	Costs []Cost
+	// Priority is the call's priority, as
+	// [github.com/politehttp/polite.Priority] numbers it (0 is the
+	// default; a higher one goes first). A fleet that implements
+	// [Overtaking] books a send of a higher priority ahead of the sends of
+	// lower ones booked before it, in any process; one that does not books
+	// every send in order of arrival.
+	Priority int8
 }
 
 // Cost is what a send costs in one unit other than requests, and the
@@ -167,6 +191,13 @@ type Grant struct {
 	// Gen is the shared controller's generation the send is booked under:
 	// a throttle of the send reports it to [Fleet.Throttled].
 	Gen uint64
+	// At and Overtakes say where the send stands in the key's schedule,
+	// for [Overtaking]: its slot on the store's own clock (in µs; not
+	// this process's clock), and how many sends had overtaken others in
+	// the key's schedule when it was booked. A Fleet that does not
+	// implement Overtaking leaves them 0.
+	At        int64
+	Overtakes uint64
 }
 
 // Accepted counts the successes of sends booked under one generation of

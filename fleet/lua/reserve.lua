@@ -6,12 +6,15 @@
 -- the state outlives its last use in µs, the sends to book (a lease; 1
 -- with a window), whether the shared controller paces (1 or 0), the
 -- successes to count for it ("gen:n" for each generation their sends were
--- booked under, comma-separated), and the earliest the first send may go,
--- from now, in µs (0: at once); then the number of units the send costs
--- something in besides a request, and for each its name, the amount, the
--- µs a unit takes to refill and the quota's limit (see appendCosts, in
--- cost.go). It replies {granted (1 or 0), wait µs, pause left µs, live
--- members, the controller's generation, the interval used in µs}.
+-- booked under, comma-separated), the earliest the first send may go,
+-- from now, in µs (0: at once), the send's priority and the key's channel
+-- (see lanes.lua); then the number of units the send costs something in
+-- besides a request, and for each its name, the amount, the µs a unit
+-- takes to refill and the quota's limit (see appendCosts, in cost.go). It
+-- replies {granted (1, 2 for later, or 0), wait µs, pause left µs, live
+-- members, the controller's generation, the interval used in µs, the
+-- slot on Redis's clock in µs (0 if not booked), the overtakings counted
+-- when it was booked (lanes.lua)}.
 --
 -- The first send's instant is the latest of: now, the GCRA's slot (TAT −
 -- (burst−1)·interval), the pause's end, and, with a window, the n-th
@@ -36,6 +39,8 @@
 -- the GCRA, one interval apart from the first: each conforms as a send
 -- booked alone would, so that a lease spent at its spacing keeps the
 -- fleet within the GCRA. A wait over the longest accepted books nothing.
+-- A single send with no window may overtake the sends of lower
+-- priorities booked ahead of it (lanes.lua).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -46,11 +51,12 @@ local live, grace = tonumber(ARGV[7]), tonumber(ARGV[8])
 local cost = tonumber(ARGV[9])
 local adaptive = tonumber(ARGV[10])
 local notbefore = tonumber(ARGV[12]) or 0
+local prio, channel = tonumber(ARGV[13]) or 0, ARGV[14]
 local f = function(x) return string.format('%.0f', x) end
 local transit = 100000 -- µs: a cost's bucket is taken as full until then after a slot
 local costs = {}
-for i = 1, (tonumber(ARGV[13]) or 0) do
-  local b = 13 + (i - 1) * 4
+for i = 1, (tonumber(ARGV[15]) or 0) do
+  local b = 15 + (i - 1) * 4
   local c = {field = 'c.' .. ARGV[b + 1], amount = tonumber(ARGV[b + 2]), ei = tonumber(ARGV[b + 3]), cap = tonumber(ARGV[b + 4])}
   local st = redis.call('HMGET', KEYS[1], c.field, 'e.' .. ARGV[b + 1])
   c.tat = tonumber(st[1]) or now
@@ -67,7 +73,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk', 'wf')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk', 'wf', 'ln', 'ov')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -232,14 +238,15 @@ if adaptive == 1 then
     end
   end
 end
-local slot = now
-if ei > 0 and tat - (burst - 1) * ei > slot then slot = tat - (burst - 1) * ei end
-if pause > slot then slot = pause end
-if notbefore > 0 and now + notbefore > slot then slot = now + notbefore end
+local least = now -- the earliest the send may go, but for the GCRA and the window
+if pause > least then least = pause end
+if notbefore > 0 and now + notbefore > least then least = now + notbefore end
 for _, c in ipairs(costs) do
   local at = c.tat + (c.amount - c.cap) * c.ei
-  if at > slot then slot = at end
+  if at > least then least = at end
 end
+local slot = least
+if ei > 0 and tat - (burst - 1) * ei > slot then slot = tat - (burst - 1) * ei end
 if n > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', f(now - per))
   local c = redis.call('ZCARD', KEYS[2])
@@ -254,7 +261,13 @@ if n > 0 then
 end
 local paused = pause - now
 if paused < 0 then paused = 0 end
-if paced then
+local lanes, ov = readLanes(st[22], now), tonumber(st[23]) or 0
+local over = nil -- the slot at which the send overtakes sends of lower priorities
+if ei > 0 and n == 0 and cost == 1 then
+  over = overtakeAt(lanes, prio, now, ei, tat, slot, least)
+  if over then slot = over end
+end
+if paced and not over then
   -- A send the shared controller would book far ahead is not booked: it
   -- asks again in a while. The controller's rate may rise meanwhile
   -- (it doubles every half second while finding the limit), and a
@@ -264,12 +277,12 @@ if paced then
   local gslot = tat - (burst - 1) * ei
   if gslot > pause and gslot - now > horizon and (maxwait < 0 or maxwait > horizon) then
     redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000))
-    return {2, horizon, paused, members, gen, ei}
+    return {2, horizon, paused, members, gen, ei, 0, ov}
   end
 end
 if maxwait >= 0 and slot - now > maxwait then
   if adaptive == 1 then redis.call('PEXPIRE', KEYS[1], math.ceil(grace / 1000)) end
-  return {0, slot - now, paused, members, gen, ei}
+  return {0, slot - now, paused, members, gen, ei, 0, ov}
 end
 
 local keep = now
@@ -278,6 +291,14 @@ if ei > 0 then
   tat = tat + cost * ei
   redis.call('HSET', KEYS[1], 'tat', f(tat))
   keep = tat
+  if over then
+    ov = overtake(KEYS[1], channel, lanes, prio, over, ei, ov)
+  end
+  local lane = prio
+  if n > 0 or cost > 1 then lane = immovable end
+  local last = slot + (cost - 1) * ei
+  if not lanes[lane] or lanes[lane] < last then lanes[lane] = last end
+  writeLanes(KEYS[1], lanes)
 end
 if adaptive == 1 then
   -- Booked by the shared controller: counted until the next event, which
@@ -309,4 +330,4 @@ end
 if ei > 0 or n > 0 or pause > 0 or adaptive == 1 or #costs > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil((keep - now + grace) / 1000))
 end
-return {1, slot - now, paused, members, gen, ei}
+return {1, slot - now, paused, members, gen, ei, slot, ov}

@@ -31,7 +31,7 @@ func (e *Engine) admitFleet(c *Call) error {
 	f := e.cfg.Fleet
 	shared := perSecond == 0 && e.cfg.Kind != control.KindOff && f.SharesController()
 	c.shared = shared
-	r := fleetapi.Request{PerSecond: perSecond, Burst: burst, Adaptive: shared, Costs: costs}
+	r := fleetapi.Request{PerSecond: perSecond, Burst: burst, Adaptive: shared, Costs: costs, Priority: int8(c.Priority)}
 	if w := e.cfg.Window; w.N > 0 {
 		r.Window = fleetapi.Window{N: w.N, Per: w.Per + WindowGuard}
 	}
@@ -49,7 +49,7 @@ func (e *Engine) admitFleet(c *Call) error {
 		fk.OwnSent(time.Now())
 	}
 	if g := e.global; g != nil {
-		return e.book(c, globalKey, g, fleetapi.Request{PerSecond: e.cfg.GlobalRate, Burst: e.cfg.GlobalBurst})
+		return e.book(c, globalKey, g, fleetapi.Request{PerSecond: e.cfg.GlobalRate, Burst: e.cfg.GlobalBurst, Priority: int8(c.Priority)})
 	}
 	return nil
 }
@@ -159,6 +159,9 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 	if err := w.Sleep(g.Wait); err != nil {
 		return false, err
 	}
+	if err := overtaken(f, w, key, r.Priority, g); err != nil {
+		return false, err
+	}
 	if r.Adaptive && key != globalKey {
 		if fc, ok := f.(fleetapi.Congestion); ok && fc.Congested(key, g.Gen) {
 			return true, nil // the shared controller cut its rate meanwhile: book again at it
@@ -176,6 +179,30 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 		return false, err
 	}
 	return true, nil
+}
+
+// overtaken waits, once the call's send granted g is at its slot, for the
+// sends of higher priorities that took places ahead of it in the fleet's
+// schedule since it was booked, if f lets them (fleetapi.Overtaking): an
+// interval for each, and for each one that took a place ahead of it
+// meanwhile.
+func overtaken(f fleetapi.Fleet, w *gate.Waiter, key string, p int8, g fleetapi.Grant) error {
+	o, ok := f.(fleetapi.Overtaking)
+	if !ok {
+		return nil
+	}
+	var waited time.Duration
+	for {
+		late := o.Overtaken(key, p, g)
+		if late <= waited {
+			return nil
+		}
+		w.Tell(late-waited, gate.Rate, false)
+		if err := w.Sleep(late - waited); err != nil {
+			return err
+		}
+		waited = late
+	}
 }
 
 // fallback paces the call on the key's own, while the fleet cannot

@@ -264,6 +264,20 @@ func startRedis() (string, func(), error) {
 	}, nil
 }
 
+// mustStartRedis is startRedis, then pingRedis: it exits the bench if
+// Redis cannot be had, and returns its address and what stops it.
+func mustStartRedis() (string, func()) {
+	addr, stop, err := startRedis()
+	if err != nil {
+		fail(fmt.Errorf("the fleet clients need Redis (REDIS_ADDR, or redis-server on the PATH): %w", err))
+	}
+	if err := pingRedis(addr); err != nil {
+		stop()
+		fail(err)
+	}
+	return addr, stop
+}
+
 // pingRedis checks that addr answers.
 func pingRedis(addr string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})

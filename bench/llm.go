@@ -32,14 +32,8 @@ func llmMain(o llmOptions) int {
 	}
 	cfg := o.cfg
 	if llmNeedsRedis(cls) {
-		addr, stop, err := startRedis()
-		if err != nil {
-			fail(fmt.Errorf("the fleet clients need Redis (REDIS_ADDR, or redis-server on the PATH): %w", err))
-		}
+		addr, stop := mustStartRedis()
 		defer stop()
-		if err := pingRedis(addr); err != nil {
-			fail(err)
-		}
 		cfg.redis = addr
 	}
 	total := len(ds) * len(cls)

@@ -43,6 +43,7 @@ func main() {
 	period := flag.Duration("period", time.Minute, "with -llm: the fake's \"minute\", the time its quotas refill in (its latencies scale with it)")
 	tooLarge := flag.Bool("too-large", true, "with -llm: 1% of requests larger than the server's token limit")
 	priorities := flag.Bool("priorities", false, "run the priority scenario (a backlog of batch calls, an interactive call every 200 ms) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
+	prioritiesFleet := flag.Bool("priorities-fleet", false, "run the priority scenario across a fleet of -fleet processes (the batch calls through all but the last, the interactive ones through the last) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	flag.Parse()
 
 	if *llm {
@@ -79,11 +80,14 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if *priorities {
+	if *priorities || *prioritiesFleet {
 		if *serverList == "" {
 			if srvs, err = pick("tollbooth,nginx,haproxy", servers(), serverName); err != nil {
 				fail(err)
 			}
+		}
+		if *prioritiesFleet {
+			os.Exit(benchPrioritiesFleet(srvs, cfg))
 		}
 		os.Exit(benchPriorities(srvs, cfg))
 	}
@@ -94,14 +98,7 @@ func main() {
 		return
 	}
 	if needsRedis(cls) {
-		addr, stop, err := startRedis()
-		if err != nil {
-			fail(fmt.Errorf("the fleet clients need Redis (REDIS_ADDR, or redis-server on the PATH): %w", err))
-		}
-		if err := pingRedis(addr); err != nil {
-			stop()
-			fail(err)
-		}
+		addr, stop := mustStartRedis()
 		cfg.redis = addr
 		status := bench(srvs, cls, cfg, *check, *timeline, *jsonPath)
 		stop()

@@ -38,21 +38,35 @@ type priorityResult struct {
 	interactive, failed   int             // interactive calls that ended in the run, and of them those that failed
 	waits                 []time.Duration // of the interactive calls that succeeded, sorted
 	batch                 int             // batch calls that succeeded in the run
+	sent                  int             // requests the server saw
+	scriptCalls           float64         // Redis script calls per request the server saw (a fleet's; 0 alone)
 	err                   error
 }
 
 // benchPriorities runs the priority scenario on each server with each of
 // its two clients, prints a table, and returns the exit status.
 func benchPriorities(srvs []server, cfg runConfig) int {
+	results := eachPriorityRun(srvs, "polite", func(s server, prioritized bool) priorityResult {
+		return runPriorities(s, prioritized, cfg)
+	})
+	fmt.Printf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)\n\n",
+		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline)
+	return printPriorities(results, cfg, false)
+}
+
+// eachPriorityRun runs the priority scenario on each server with client,
+// first with every call at the default priority, then with priorities,
+// telling of each run on stderr.
+func eachPriorityRun(srvs []server, client string, run func(s server, prioritized bool) priorityResult) []priorityResult {
 	var results []priorityResult
 	for _, s := range srvs {
 		for _, prioritized := range []bool{false, true} {
-			name := "polite (no priorities)"
+			name := client + " (no priorities)"
 			if prioritized {
-				name = "polite (priorities)"
+				name = client + " (priorities)"
 			}
 			fmt.Fprintf(os.Stderr, "%s × %s: ", s.name, name)
-			r := runPriorities(s, prioritized, cfg)
+			r := run(s, prioritized)
 			r.server, r.client = s.name, name
 			if r.err != nil {
 				fmt.Fprintf(os.Stderr, "error: %v\n", r.err)
@@ -62,20 +76,33 @@ func benchPriorities(srvs []server, cfg runConfig) int {
 			results = append(results, r)
 		}
 	}
-	fmt.Printf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)\n\n",
-		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline)
-	fmt.Println("| server | client | utilization | rejected | interactive calls | failed | wait p50 | wait p99 | wait max | batch/s |")
-	fmt.Println("| ------ | ------ | ----------: | -------: | ----------------: | -----: | -------: | -------: | -------: | ------: |")
+	return results
+}
+
+// printPriorities prints the table of the priority scenario's results,
+// with the Redis script calls per request if calls, and returns the exit
+// status: 1 if a run failed.
+func printPriorities(results []priorityResult, cfg runConfig, calls bool) int {
+	head, rule, empty := "", "", ""
+	if calls {
+		head, rule, empty = " script calls/request |", " -------------------: |", " |"
+	}
+	fmt.Println("| server | client | utilization | rejected | interactive calls | failed | wait p50 | wait p99 | wait max | batch/s |" + head)
+	fmt.Println("| ------ | ------ | ----------: | -------: | ----------------: | -----: | -------: | -------: | -------: | ------: |" + rule)
 	status := 0
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Printf("| %s | %s | | | | | | | | error: %v |\n", r.server, r.client, r.err)
+			fmt.Printf("| %s | %s | | | | | | | | error: %v |%s\n", r.server, r.client, r.err, empty)
 			status = 1
 			continue
 		}
-		fmt.Printf("| %s | %s | %.2f | %s | %d | %d | %s | %s | %s | %.1f |\n", r.server, r.client, r.utilization,
+		fmt.Printf("| %s | %s | %.2f | %s | %d | %d | %s | %s | %s | %.1f |", r.server, r.client, r.utilization,
 			percent(r.rejected), r.interactive, r.failed, quantile(r.waits, 0.5), quantile(r.waits, 0.99),
 			quantile(r.waits, 1), float64(r.batch)/cfg.duration.Seconds())
+		if calls {
+			fmt.Printf(" %.2f |", r.scriptCalls)
+		}
+		fmt.Println()
 	}
 	return status
 }
@@ -93,13 +120,29 @@ func quantile(sorted []time.Duration, q float64) string {
 // of s: prioritized, the interactive and batch calls say their
 // priorities; otherwise every call has the default one.
 func runPriorities(s server, prioritized bool, cfg runConfig) priorityResult {
+	return runPrioritiesWith(s, prioritized, cfg, priorityBacklog, func(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
+		hc := &http.Client{Transport: polite.New(tr)}
+		return hc, hc, func() {}
+	})
+}
+
+// priorityClients returns the clients of a run of the priority scenario,
+// sending through tr: that of the batch calls and that of the interactive
+// ones (one client, or the processes of a fleet), and what closes them at
+// the run's end. origin is the run's start.
+type priorityClients func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func())
+
+// runPrioritiesWith is runPriorities with the clients clients returns,
+// and backlog batch callers.
+func runPrioritiesWith(s server, prioritized bool, cfg runConfig, backlog int, clients priorityClients) priorityResult {
 	prof := s.profile(cfg.limit)
 	inst, err := s.start(serverConfig{limit: cfg.limit, duration: cfg.duration, profile: prof})
 	if err != nil {
 		return priorityResult{err: err}
 	}
 	tr := newTransport(32)
-	hc := &http.Client{Transport: polite.New(tr)}
+	batchHC, interactiveHC, closeClients := clients(tr, inst.origin)
+	defer closeClients()
 	end := inst.origin.Add(cfg.duration)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopTimer := time.AfterFunc(time.Until(end), cancel)
@@ -111,10 +154,10 @@ func runPriorities(s server, prioritized bool, cfg runConfig) priorityResult {
 	}
 	var batch atomic.Int64
 	var wg sync.WaitGroup
-	for range priorityBacklog {
+	for range backlog {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if ok, _ := call(batchCtx, hc, inst.url, 0); ok && time.Now().Before(end) {
+				if ok, _ := call(batchCtx, batchHC, inst.url, 0); ok && time.Now().Before(end) {
 					batch.Add(1)
 				}
 			}
@@ -129,7 +172,7 @@ func runPriorities(s server, prioritized bool, cfg runConfig) priorityResult {
 		case <-tick.C:
 			wg.Go(func() {
 				began := time.Now()
-				ok, err := call(interactiveCtx, hc, inst.url, cfg.deadline)
+				ok, err := call(interactiveCtx, interactiveHC, inst.url, cfg.deadline)
 				finished := time.Now()
 				if !finished.Before(end) && errors.Is(err, context.Canceled) {
 					return // cut by the run's end, not refused
@@ -163,7 +206,7 @@ func runPriorities(s server, prioritized bool, cfg runConfig) priorityResult {
 		return priorityResult{err: err}
 	}
 	sum := summarize(s.name, "polite", prof, inst.origin, cfg.duration, arrivals, nil)
-	r.utilization, r.rejected, r.batch = sum.Utilization, sum.Rejected, int(batch.Load())
+	r.utilization, r.rejected, r.batch, r.sent = sum.Utilization, sum.Rejected, int(batch.Load()), len(arrivals)
 	slices.Sort(r.waits)
 	return r
 }

@@ -81,13 +81,17 @@ func (f *Fleet) Overtaken(key string, p int8, g fleetapi.Grant) time.Duration {
 	w := &f.watcher
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	passes := w.passes[key]
+	if len(passes) == 0 || passes[len(passes)-1].n <= g.Overtakes {
+		return 0 // none since the booking: the common case, and no allocation
+	}
 	var late int64
 	counted := make(map[uint64]bool)
 	for more := true; more; {
 		// An overtaking that counts delays the send, which may bring
 		// another one's slot before the send's: counted in a pass more.
 		more = false
-		for _, o := range w.passes[key] {
+		for _, o := range passes {
 			if o.n > g.Overtakes && o.priority > p && o.at <= g.At+late && !counted[o.n] {
 				counted[o.n], late, more = true, late+o.ei, true
 			}

@@ -21,9 +21,27 @@
 -- interval apart. The guard (an interval, between 1 and 5 ms) is the
 -- time the message takes to reach the processes: a send at the slot
 -- wakes no sooner than that after it was published.
+--
+-- The floor: at most floorTurns − 1 sends overtake in any floorTurns
+-- intervals of the schedule (field ot, the slots of the last of them), so
+-- that under a load of higher priorities that would take every slot, the
+-- lower ones still get a slot in floorTurns, as each process's queue
+-- keeps them (gate.FloorTurns). A send that would overtake sooner
+-- overtakes at the first slot the floor leaves it, or books in order.
 
 -- immovable is the lane of the sends that cannot move.
 local immovable = 128
+
+-- floorTurns is gate.FloorTurns: the lower priorities' floor.
+local floorTurns = 10
+
+-- readSlots returns the slots of field ot, oldest first.
+local function readSlots(s)
+  local slots = {}
+  for at in string.gmatch(s or '', '(%d+)') do slots[#slots + 1] = tonumber(at) end
+  table.sort(slots)
+  return slots
+end
 
 -- readLanes returns the lanes of field ln, forgetting those whose last
 -- send has gone by (before now).
@@ -57,9 +75,14 @@ end
 -- none of theirs is at that slot or after, or the send's own slot in the
 -- GCRA (slot) is no later. least is the earliest it may go for the
 -- pause, the earliest it was asked to go at and its costs; tat the
--- GCRA's TAT, ei its interval.
-local function overtakeAt(lanes, prio, now, ei, tat, slot, least)
+-- GCRA's TAT, ei its interval; recent the slots of the last overtakings,
+-- oldest first (see the floor, above).
+local function overtakeAt(lanes, prio, now, ei, tat, slot, least, recent)
   local from = math.max(least, now + overtakeGuard(ei))
+  if #recent >= floorTurns - 1 then
+    local bound = recent[#recent - floorTurns + 2] + floorTurns * ei
+    if from < bound then from = bound end
+  end
   local low = nil
   for p, at in pairs(lanes) do
     if p >= prio then
@@ -78,14 +101,19 @@ end
 
 -- overtake books a send of priority prio at slot at, ahead of the sends
 -- of lower priorities (see overtakeAt): their lanes move on by ei, the
--- overtaking is counted in field ov of key (was ov) and published on
--- channel. It returns the count.
-local function overtake(key, channel, lanes, prio, at, ei, ov)
+-- overtaking is counted in field ov of key (was ov), its slot kept with
+-- the recent ones for the floor, and published on channel. It returns the
+-- count.
+local function overtake(key, channel, lanes, prio, at, ei, ov, recent)
   for p, last in pairs(lanes) do
     if p < prio and last >= at then lanes[p] = last + ei end
   end
+  recent[#recent + 1] = at
+  table.sort(recent)
+  local kept = {}
+  for i = math.max(#recent - floorTurns + 2, 1), #recent do kept[#kept + 1] = string.format('%.0f', recent[i]) end
   ov = ov + 1
-  redis.call('HSET', key, 'ov', ov)
+  redis.call('HSET', key, 'ov', ov, 'ot', table.concat(kept, ','))
   redis.call('PUBLISH', channel, 'o' .. ov .. ':' .. prio .. ':' .. string.format('%.0f', at) .. ':' .. ei)
   return ov
 end

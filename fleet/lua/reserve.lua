@@ -73,7 +73,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', f(now - live))
 redis.call('PEXPIRE', KEYS[3], math.ceil(live / 1000))
 local members = redis.call('ZCARD', KEYS[3])
 
-local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk', 'wf', 'ln', 'ov')
+local st = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'W', 'ev', 'gen', 'fd', 'lei', 'sp', 'cv', 'fl', 'fr', 'ssb', 'ssbt', 'dr', 'ep', 'fs', 'fa', 'fz', 'fc', 'lk', 'wf', 'ln', 'ov', 'ot')
 local paced = false -- the shared controller's rate sets the interval
 local slow = false -- the shared controller paces, no throttle known yet
 local tat = tonumber(st[1]) or now
@@ -261,10 +261,10 @@ if n > 0 then
 end
 local paused = pause - now
 if paused < 0 then paused = 0 end
-local lanes, ov = readLanes(st[22], now), tonumber(st[23]) or 0
+local lanes, ov, recent = readLanes(st[22], now), tonumber(st[23]) or 0, readSlots(st[24])
 local over = nil -- the slot at which the send overtakes sends of lower priorities
 if ei > 0 and n == 0 and cost == 1 then
-  over = overtakeAt(lanes, prio, now, ei, tat, slot, least)
+  over = overtakeAt(lanes, prio, now, ei, tat, slot, least, recent)
   if over then slot = over end
 end
 if paced and not over then
@@ -292,7 +292,7 @@ if ei > 0 then
   redis.call('HSET', KEYS[1], 'tat', f(tat))
   keep = tat
   if over then
-    ov = overtake(KEYS[1], channel, lanes, prio, over, ei, ov)
+    ov = overtake(KEYS[1], channel, lanes, prio, over, ei, ov, recent)
   end
   local lane = prio
   if n > 0 or cost > 1 then lane = immovable end

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The priority scenario across a fleet (issue 38): a backlog of batch
+// calls and interactive calls as in the priority scenario, on one key, but
+// the batch calls go through the fleet's first N−1 processes in turn and
+// the interactive ones through its last, which sends nothing else: an
+// interactive call meets the batch backlog only in the fleet's booking in
+// Redis. Each process is a polite Transport with the defaults, its own
+// Redis client and Fleet (as the fleet clients' processes).
+//
+// The backlog is fleetPriorityBacklog callers, not the priority
+// scenario's 10,000: a fleet books every call that waits in Redis (a
+// waiting call holds a slot, or asks again while the shared controller
+// would book it far ahead), and 10,000 of them on the bench's 2 cores
+// overwhelm the fleet, with or without priorities (90-99.7% refused, in a
+// run of 2026-12-06).
+const fleetPriorityBacklog = 300
+
+// benchPrioritiesFleet runs the priority scenario across a fleet of
+// cfg.fleet processes on each server, without priorities and with them,
+// prints a table with the Redis script calls per request, and returns the
+// exit status.
+func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
+	if cfg.fleet < 2 {
+		fail(fmt.Errorf("-priorities-fleet needs -fleet >= 2 (a process of interactive calls, and the batch's), not %d", cfg.fleet))
+	}
+	addr, stop := mustStartRedis()
+	defer stop()
+	cfg.redis = addr
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	results := eachPriorityRun(srvs, fmt.Sprintf("polite-fleet of %d", cfg.fleet), func(s server, prioritized bool) priorityResult {
+		before, err := scriptCalls(rdb)
+		if err != nil {
+			return priorityResult{err: err}
+		}
+		r := runPrioritiesWith(s, prioritized, cfg, fleetPriorityBacklog, func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func()) {
+			return prioritiesFleet(tr, origin, cfg)
+		})
+		after, err := scriptCalls(rdb)
+		if err == nil && r.sent > 0 {
+			r.scriptCalls = float64(after-before) / float64(r.sent)
+		}
+		return r
+	})
+	fmt.Printf("%v per run, L = %v requests/s, a fleet of %d processes: a backlog of %d batch calls through %d of them, an interactive call every %v (deadline %v) through the last\n\n",
+		cfg.duration, cfg.limit, cfg.fleet, fleetPriorityBacklog, cfg.fleet-1, interactiveEvery, cfg.deadline)
+	return printPriorities(results, cfg, true)
+}
+
+// prioritiesFleet returns the clients of a run of the scenario: the batch
+// calls spread over the fleet's first cfg.fleet−1 processes, the
+// interactive calls through its last; and what closes them.
+func prioritiesFleet(tr http.RoundTripper, origin time.Time, cfg runConfig) (batch, interactive *http.Client, done func()) {
+	var closers []func()
+	cc := clientConfig{origin: origin, duration: cfg.duration, fleet: cfg.fleet, redis: cfg.redis,
+		cleanup: func(f func()) { closers = append(closers, f) }}
+	ns := fmt.Sprintf("bench-priorities-%d", time.Now().UnixNano())
+	rts := make([]http.RoundTripper, cfg.fleet)
+	for i := range rts {
+		rts[i] = fleetProcess(i, ns, tr, cc, nil, false)
+	}
+	return &http.Client{Transport: &spread{rts: rts[:len(rts)-1]}}, &http.Client{Transport: rts[len(rts)-1]}, func() {
+		for i := len(closers) - 1; i >= 0; i-- { // each Fleet before its client
+			closers[i]()
+		}
+	}
+}
+
+// scriptCalls returns the script calls Redis has served (EVALSHA and
+// EVAL, as INFO commandstats counts them).
+func scriptCalls(rdb *redis.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO commandstats: %q: %w", line, err)
+		}
+		n += c
+	}
+	return n, nil
+}

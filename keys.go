@@ -27,6 +27,25 @@ type KeyStatus struct {
 	// Costs are the key's quotas in units other than requests (see
 	// [WithCost]), one a unit whose limit is known.
 	Costs []CostStatus
+	// Waiting is how many of the key's calls wait in line, by priority,
+	// highest first: one entry for each priority that has calls waiting
+	// (see [Priority]), nil when none waits. It counts the calls that wait
+	// in a line: for the key's pacing or its server's pause, the server's
+	// quotas and costs, and a place in flight ([WithMaxInFlight]); not
+	// those that wait for an instant booked ahead ([WithWindow], a
+	// fleet's booking), for the [WithGlobalRate] bucket (every key's), or
+	// for a retry's backoff. Each line is counted under its own lock, one
+	// after another, so that a call moving between two may be missed or
+	// counted twice. Calls pay nothing for it: it is counted when the
+	// status is read.
+	Waiting []PriorityCount
+}
+
+// PriorityCount is how many of a key's calls wait at one priority (see
+// [KeyStatus.Waiting]).
+type PriorityCount struct {
+	Priority Priority
+	Calls    int
 }
 
 // CostStatus is what a [Transport] knows of a key's quota in a unit other
@@ -52,6 +71,9 @@ func (t *Transport) Keys() iter.Seq[KeyStatus] {
 			ks := KeyStatus{Key: s.Key, Rate: s.Rate, Limit: s.Limit}
 			for _, c := range s.Costs {
 				ks.Costs = append(ks.Costs, CostStatus(c))
+			}
+			for _, c := range s.Waiting {
+				ks.Waiting = append(ks.Waiting, PriorityCount{Priority: Priority(c.Priority), Calls: c.N})
 			}
 			if !yield(ks) {
 				return

@@ -446,3 +446,67 @@ func (s *windowedQuota) accepted() []string {
 	defer s.mu.Unlock()
 	return slices.Clone(s.order)
 }
+
+// A key's status says how many of its calls wait, by priority, highest
+// first, whatever line they wait in (the key's pacing, the server's
+// quota, a place in flight), and nothing once they are gone. Calls pay
+// nothing for it: it is counted when the status is read.
+func TestKeysSayHowManyCallsWaitByPriority(t *testing.T) {
+	// Each case makes a Transport and the calls that leave the next ones
+	// waiting, and returns what lets them go.
+	holdFirst := func(opts ...polite.Option) func(t *testing.T) (http.RoundTripper, func()) {
+		return func(t *testing.T) (http.RoundTripper, func()) {
+			tr := polite.New(instantOK, opts...)
+			first, err := get(t, t.Context(), tr, "http://api.test/first") // takes the token, or holds the place
+			require.NoError(t, err)
+			return tr, func() {
+				_, _ = io.Copy(io.Discard, first.Body)
+				require.NoError(t, first.Body.Close())
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		hold func(t *testing.T) (http.RoundTripper, func())
+	}{
+		{"paced", holdFirst(polite.WithRate(1, 1), polite.WithAdaptive(polite.AdaptiveOff))},
+		{"in flight", holdFirst(polite.WithMaxInFlight(1))},
+		{"quota", func(t *testing.T) (http.RoundTripper, func()) {
+			tr := polite.New(&windowedQuota{start: time.Now(), window: 10 * time.Second, limit: 100})
+			for range 5 { // the quota read: its calls go a spacing apart
+				require.NoError(t, getPath(t, tr, t.Context(), "/first"))
+			}
+			return tr, func() {}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr, release := c.hold(t)
+				waiting := func() []polite.PriorityCount {
+					for ks := range tr.(*polite.Transport).Keys() {
+						if ks.Key == "api.test" {
+							return ks.Waiting
+						}
+					}
+					return nil
+				}
+				assert.Nil(t, waiting(), "none waits")
+				var wg sync.WaitGroup
+				for _, p := range []polite.Priority{polite.PriorityBatch, polite.PriorityInteractive, polite.PriorityBatch,
+					polite.PriorityDefault, polite.PriorityBatch, polite.PriorityInteractive} {
+					ctx := polite.ContextWithTenant(polite.ContextWithPriority(t.Context(), p), "acme")
+					wg.Go(func() { assert.NoError(t, getPath(t, tr, ctx, "/")) })
+				}
+				synctest.Wait()
+				assert.Equal(t, []polite.PriorityCount{
+					{Priority: polite.PriorityInteractive, Calls: 2},
+					{Priority: polite.PriorityDefault, Calls: 1},
+					{Priority: polite.PriorityBatch, Calls: 3},
+				}, waiting())
+				release()
+				wg.Wait()
+				assert.Nil(t, waiting(), "all gone")
+			})
+		})
+	}
+}

@@ -5,16 +5,18 @@ import (
 	"math"
 	"time"
 
+	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/quota"
 )
 
 // Status is what the engine knows of one key at a moment (polite's
 // KeyStatus: see it for what each figure means).
 type Status struct {
-	Key   string
-	Rate  float64
-	Limit float64
-	Costs []quota.Status
+	Key     string
+	Rate    float64
+	Limit   float64
+	Costs   []quota.Status
+	Waiting []gate.Count // the attempts waiting in the key's lines, by priority, highest first
 }
 
 // Statuses returns the keys the engine holds state for, with their
@@ -66,7 +68,30 @@ func (e *Engine) status(key string, k *Key, now time.Time) Status {
 	if cs := peek(k, costsPart); cs != nil {
 		s.Costs = cs.Status(now)
 	}
+	s.Waiting = k.waiting(quotas)
 	return s
+}
+
+// waiting returns how many attempts wait in k's lines at each priority,
+// highest first: for its token or its server's pause, in the lines of its
+// quotas (quotas) and costs, and for a place in flight. An attempt waits
+// in one line at a time, so that each is counted once. The count is taken
+// from each line under its gate's lock, one after another: a sum of
+// moments a little apart, that an attempt moving from one line to the
+// next may miss or count twice. It reads what each line keeps of its
+// priorities, and costs a call's path nothing.
+func (k *Key) waiting(quotas []*quota.Quota) []gate.Count {
+	counts := k.pace.Waiting(nil)
+	for _, q := range quotas {
+		counts = q.Waiting(counts)
+	}
+	if cs := peek(k, costsPart); cs != nil {
+		counts = cs.Waiting(counts)
+	}
+	if sl := peek(k, slotsPart); sl != nil {
+		counts = sl.Waiting(counts)
+	}
+	return counts
 }
 
 // Earliest returns how long after now the call's next attempt could go,

@@ -112,6 +112,33 @@ func TestQueueOrdersByPriority(t *testing.T) {
 	assert.Equal(t, order(), back, "linked both ways")
 }
 
+// Counts says how many attempts wait at each priority, highest first,
+// whatever the order they came in and whoever leaves; AddCount sums the
+// counts of two queues, as a key's status sums those of its gates.
+func TestQueueCounts(t *testing.T) {
+	var q Queue[struct{}]
+	assert.Empty(t, q.Counts(nil), "nothing waits")
+	const batch, interactive Priority = -20, 20
+	var tickets []*Ticket[struct{}]
+	for _, p := range []Priority{batch, 0, batch, interactive, batch, 5} {
+		tk, _ := q.PushBack(struct{}{}, Place{Priority: p, Tenant: fmt.Sprint("t", p)})
+		tickets = append(tickets, tk)
+	}
+	q.PushFront(struct{}{}, 0)
+	assert.Equal(t, []Count{{interactive, 1}, {5, 1}, {0, 2}, {batch, 3}}, q.Counts(nil))
+	q.Leave(tickets[3])
+	q.Served(q.next())
+	assert.Equal(t, []Count{{0, 2}, {batch, 3}}, q.Counts(nil),
+		"the interactive one left, the one of priority 5 was served")
+
+	var other Queue[int]
+	other.PushBack(1, Place{Priority: interactive})
+	other.PushBack(2, Place{Priority: batch})
+	counts := other.Counts(q.Counts(nil))
+	assert.Equal(t, []Count{{interactive, 1}, {0, 2}, {batch, 4}}, counts)
+	assert.Equal(t, []Count{{-40, 1}}, AddCount(nil, -40, 1))
+}
+
 // Under a backlog of a higher priority, each lower priority waiting keeps
 // a tenth of the turns (Floor), served in its order of arrival; with two
 // lower ones, each keeps its tenth (FloorTurns); one that has nothing waiting earns

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"iter"
+	"slices"
 	"time"
 )
 
@@ -213,6 +214,40 @@ func (t *Ticket[T]) Priority() Priority { return t.prio }
 
 // Len returns how many attempts wait.
 func (q *Queue[T]) Len() int { return q.n }
+
+// A Count is how many attempts wait at one priority.
+type Count struct {
+	Priority Priority
+	N        int
+}
+
+// Counts adds to counts, a list highest priority first (as Counts
+// returns it), how many attempts wait in q at each priority, and returns
+// the list. It reads what q keeps of each priority waiting, not its
+// tickets: the cost is in the priorities, few, not the attempts, and it
+// is paid by whoever reads a gate's state, never by an attempt.
+func (q *Queue[T]) Counts(counts []Count) []Count {
+	for i := range q.classes {
+		if c := &q.classes[i]; c.n > 0 {
+			counts = AddCount(counts, c.prio, c.n)
+		}
+	}
+	return counts
+}
+
+// AddCount adds n attempts waiting at priority p to counts, a list
+// highest priority first, and returns the list: the counts of a key's
+// several queues, summed.
+func AddCount(counts []Count, p Priority, n int) []Count {
+	i := 0
+	for ; i < len(counts) && counts[i].Priority >= p; i++ {
+		if counts[i].Priority == p {
+			counts[i].N += n
+			return counts
+		}
+	}
+	return slices.Insert(counts, i, Count{Priority: p, N: n})
+}
 
 // next returns the attempt whose turn comes next: the first of the
 // highest priority that has earned a turn toward its floor, or else the

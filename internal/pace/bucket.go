@@ -205,6 +205,18 @@ func (b *Bucket) waitingLocked() int {
 	return b.more.queue.Len()
 }
 
+// Waiting adds to counts how many attempts wait in line for a token or
+// for the end of a pause at each priority (see gate.Queue.Counts), and
+// returns counts.
+func (b *Bucket) Waiting(counts []gate.Count) []gate.Count {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.more == nil {
+		return counts
+	}
+	return b.more.queue.Counts(counts)
+}
+
 // turnWaitLocked returns how long after at the n-th attempt in line would
 // get its token, if none gave up meanwhile. It requires b.mu held.
 func (b *Bucket) turnWaitLocked(at time.Time, n int) time.Duration {

@@ -68,3 +68,11 @@ func (s *Slots) Busy() bool {
 	defer s.mu.Unlock()
 	return s.inflight > 0 || s.queue.Len() > 0
 }
+
+// Waiting adds to counts how many attempts wait for a slot at each
+// priority (see gate.Queue.Counts), and returns counts.
+func (s *Slots) Waiting(counts []gate.Count) []gate.Count {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queue.Counts(counts)
+}

@@ -428,6 +428,14 @@ func (cs *Costs) Status(now time.Time) []Status {
 	return out
 }
 
+// Waiting adds to counts how many attempts wait for their costs at each
+// priority (see gate.Queue.Counts), and returns counts.
+func (cs *Costs) Waiting(counts []gate.Count) []gate.Count {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.queue.Counts(counts)
+}
+
 // secondsDuration returns s seconds as a Duration, saturating.
 func secondsDuration(s float64) time.Duration {
 	if !(s < math.MaxInt64/float64(time.Second)) {

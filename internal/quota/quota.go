@@ -479,3 +479,11 @@ func (q *Quota) Status(now time.Time, share float64) (limit, paced float64) {
 	}
 	return limit, paced
 }
+
+// Waiting adds to counts how many attempts wait in the quota's line at
+// each priority (see gate.Queue.Counts), and returns counts.
+func (q *Quota) Waiting(counts []gate.Count) []gate.Count {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.queue.Counts(counts)
+}

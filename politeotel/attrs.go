@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/politehttp/polite"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -85,7 +86,9 @@ type setKey struct {
 	method   uint8
 	label    label // the instrument's own attribute: reason, throttle, wait, fleet op
 	errType  errKind
-	overflow bool // the set of the measurements past maxSets
+	overflow bool            // the set of the measurements past maxSets
+	priority polite.Priority // attempts and waits: the call's
+	tenant   string          // attempts and waits, under WithTenantAttribute: its value, bounded; "" for none
 }
 
 // options are the measurement options of one attribute set, made once:
@@ -188,6 +191,12 @@ func (k setKey) options() *options {
 	}
 	if k.errType != errNone {
 		kv = append(kv, errorTypeKey.String(k.errType.String()))
+	}
+	if k.inst == instAttempts || k.inst == instWaits {
+		kv = append(kv, PriorityKey.String(priorityValue(k.priority)))
+		if k.tenant != "" {
+			kv = append(kv, TenantKey.String(k.tenant))
+		}
 	}
 	switch k.inst {
 	case instAttempts:

@@ -47,6 +47,17 @@
 // counted under otel.metric.overflow=true, as the SDK does past its own
 // cap. URLs and paths are never attributes.
 //
+// Attempts and waits, and polite's span events, also carry
+// polite.priority, the call's priority (see [polite.Priority]): the name
+// of its class (critical, interactive, default, batch, background), or
+// its number for a value between classes ("10"), so that a program using
+// the five classes makes at most five times the series of attempts and
+// waits. The tenant of a call ([polite.ContextWithTenant]) may be a
+// customer's name: it is never recorded, unless [WithTenantAttribute]
+// says what to record for it (polite.tenant: a plan, a hash, a bucket),
+// and then, on metrics, its first 100 distinct values keep theirs and the
+// others share [OverflowValue].
+//
 // Counters are kept in an atomic integer per attribute set and reported
 // when the metrics are collected (observable counters), so that counting
 // costs a request an atomic addition. The gauges read every key of every

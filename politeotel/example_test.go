@@ -130,8 +130,8 @@ func ExampleNew_prometheus() {
 	// polite_client_retries_total
 	// polite_client_throttles_total
 	// polite_client_wait_duration_seconds
-	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="200",polite_retry="true",server_address="127.0.0.1",server_port="PORT"} 1
-	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="429",polite_retry="false",server_address="127.0.0.1",server_port="PORT"} 1
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="200",polite_priority="default",polite_retry="true",server_address="127.0.0.1",server_port="PORT"} 1
+	// polite_client_attempts_total{http_request_method="GET",http_response_status_code="429",polite_priority="default",polite_retry="false",server_address="127.0.0.1",server_port="PORT"} 1
 }
 
 // Metrics exported to standard output, as JSON: the exporter of a quick
@@ -158,5 +158,50 @@ func ExampleNew_stdout() {
 	_ = reader.Collect(context.Background(), &rm)
 	_ = exporter.Export(context.Background(), &rm)
 	// Output:
-	// {"Resource":null,"ScopeMetrics":[{"Scope":{"Name":"github.com/politehttp/polite/politeotel","Version":"0.1.0","SchemaURL":"","Attributes":null},"Metrics":[{"Name":"polite.client.attempts","Description":"Requests sent to the server: first attempts and retries.","Unit":"{attempt}","Data":{"DataPoints":[{"Attributes":[{"Key":"http.request.method","Value":{"Type":"STRING","Value":"GET"}},{"Key":"http.response.status_code","Value":{"Type":"INT64","Value":200}},{"Key":"polite.retry","Value":{"Type":"BOOL","Value":false}},{"Key":"server.address","Value":{"Type":"STRING","Value":"api.example"}}],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":1}],"Temporality":"CumulativeTemporality","IsMonotonic":true}},{"Name":"polite.client.retry_budget","Description":"Tokens left in the retry budgets.","Unit":"{token}","Data":{"DataPoints":[{"Attributes":[],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":500}]}}]}]}
+	// {"Resource":null,"ScopeMetrics":[{"Scope":{"Name":"github.com/politehttp/polite/politeotel","Version":"0.1.0","SchemaURL":"","Attributes":null},"Metrics":[{"Name":"polite.client.attempts","Description":"Requests sent to the server: first attempts and retries.","Unit":"{attempt}","Data":{"DataPoints":[{"Attributes":[{"Key":"http.request.method","Value":{"Type":"STRING","Value":"GET"}},{"Key":"http.response.status_code","Value":{"Type":"INT64","Value":200}},{"Key":"polite.priority","Value":{"Type":"STRING","Value":"default"}},{"Key":"polite.retry","Value":{"Type":"BOOL","Value":false}},{"Key":"server.address","Value":{"Type":"STRING","Value":"api.example"}}],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":1}],"Temporality":"CumulativeTemporality","IsMonotonic":true}},{"Name":"polite.client.retry_budget","Description":"Tokens left in the retry budgets.","Unit":"{token}","Data":{"DataPoints":[{"Attributes":[],"StartTime":"0001-01-01T00:00:00Z","Time":"0001-01-01T00:00:00Z","Value":500}]}}]}]}
+}
+
+// A service records its customers' plans on the metrics, never their
+// names: the tenant attribute is what the user's function makes of the
+// tenant, and without WithTenantAttribute no tenant is recorded at all.
+// Every attempt carries its priority.
+func ExampleWithTenantAttribute() {
+	plans := map[string]string{"Acme Corp": "enterprise"} // the others are on the free plan
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	client := &http.Client{Transport: polite.New(answer(ok()), politeotel.New(
+		politeotel.WithMeterProvider(mp),
+		politeotel.WithTenantAttribute(func(customer string) string {
+			if plan, ok := plans[customer]; ok {
+				return plan
+			}
+			return "free" // a few values, whatever the number of customers
+		}),
+	))}
+	for _, customer := range []string{"Acme Corp", "Globex", "Initech"} {
+		ctx := polite.ContextWithTenant(context.Background(), customer)
+		ctx = polite.ContextWithPriority(ctx, polite.PriorityInteractive)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.example/items", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "polite.client.attempts" {
+			for _, p := range d.DataPoints {
+				priority, _ := p.Attributes.Value(politeotel.PriorityKey)
+				tenant, _ := p.Attributes.Value(politeotel.TenantKey)
+				fmt.Println(m.Name, priority.Emit(), tenant.Emit(), p.Value)
+			}
+		}
+	}
+	// Unordered output:
+	// polite.client.attempts interactive enterprise 1
+	// polite.client.attempts interactive free 2
 }

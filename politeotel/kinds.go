@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"syscall"
 
 	"github.com/politehttp/polite"
@@ -65,6 +66,18 @@ func methodName(c uint8) string {
 		return http.MethodConnect
 	}
 	return "_OTHER"
+}
+
+// priorityValue returns the value of the priority attribute: the name of
+// p's class, or its number for a value between classes. There are at most
+// 256, and only those a program uses are met.
+func priorityValue(p polite.Priority) string {
+	switch p {
+	case polite.PriorityCritical, polite.PriorityInteractive, polite.PriorityDefault, polite.PriorityBatch,
+		polite.PriorityBackground:
+		return p.String()
+	}
+	return strconv.Itoa(int(p))
 }
 
 // A label is the value of an instrument's own attribute.

@@ -38,6 +38,14 @@ const (
 	ThrottleKey = attribute.Key("polite.throttle") // on throttles: 429, 503 or quota
 	WaitKey     = attribute.Key("polite.wait")     // on waits: what the request waited for
 	FleetOpKey  = attribute.Key("polite.fleet.op") // on the fleet's metrics: the Redis call
+	// PriorityKey is on attempts, waits and span events: the call's
+	// priority, by the name of its class (critical, interactive, default,
+	// batch, background), or its number for a value between classes
+	// ("10").
+	PriorityKey = attribute.Key("polite.priority")
+	// TenantKey is on attempts, waits and span events, only under
+	// [WithTenantAttribute]: what it makes of the call's tenant.
+	TenantKey = attribute.Key("polite.tenant")
 )
 
 // Attribute names of the HTTP client semantic conventions.
@@ -56,6 +64,7 @@ type Option func(*config)
 type config struct {
 	provider metric.MeterProvider
 	maxKeys  int
+	tenant   func(string) string
 }
 
 // WithMeterProvider sets the MeterProvider that makes politeotel's meter.
@@ -78,6 +87,29 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // reported as OverflowValue.
 func WithMaxKeys(n int) Option {
 	return func(c *config) { c.maxKeys = max(n, 0) }
+}
+
+// maxTenants bounds the values of the tenant attribute: the first 100
+// that [WithTenantAttribute]'s function returns keep theirs, the others
+// share OverflowValue.
+const maxTenants = 100
+
+// WithTenantAttribute records the tenant of each call (see
+// [polite.ContextWithTenant]) on its attempts, its waits and its span
+// events, as the attribute polite.tenant, with the value that value
+// returns for it: a tenant may be a customer's name, which a service must
+// not send to its metrics backend, so the value is the user's to choose
+// (a hash, a plan, a bucket of customers). A call of no tenant, or one
+// for which value returns "", carries no tenant attribute. On metrics,
+// the first 100 distinct values keep theirs and the others are reported
+// together as [OverflowValue]: map many tenants to few values, for each
+// value multiplies the series of the attempts and waits. value must be
+// safe for concurrent use; it is called for each attempt and wait of a
+// tenant's call.
+//
+// Default: no tenant is ever recorded. A nil value keeps the default.
+func WithTenantAttribute(value func(tenant string) string) Option {
+	return func(c *config) { c.tenant = value }
 }
 
 // New returns a [polite.Option] that makes a Transport report its work as
@@ -125,8 +157,10 @@ type metrics struct {
 	fallbacks                              metric.Int64ObservableCounter
 	fleetDuration                          metric.Float64Histogram
 
-	keys *keyCap
-	sets *setCache
+	keys    *keyCap
+	sets    *setCache
+	tenant  func(string) string // WithTenantAttribute's; nil: no tenant recorded
+	tenants *keyCap             // bounds the tenant attribute's values
 
 	mu         sync.Mutex
 	transports []weak.Pointer[polite.Transport]
@@ -136,7 +170,8 @@ type metrics struct {
 func newMetrics(cfg config) *metrics {
 	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
 	keys := newKeyCap(cfg.maxKeys)
-	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[weak.Pointer[fleet.Fleet]]bool)}
+	m := &metrics{keys: keys, sets: newSetCache(keys), fleets: make(map[weak.Pointer[fleet.Fleet]]bool),
+		tenant: cfg.tenant, tenants: newKeyCap(maxTenants)}
 	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
 		return must(meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc)))
 	}
@@ -245,18 +280,48 @@ func method(e polite.Event) string {
 }
 
 func (m *metrics) attempted(e polite.Event) {
-	k := setKey{inst: instAttempts, key: e.Key, method: methodCode(method(e)), status: int32(e.StatusCode), flag: e.Attempt > 1}
+	k := setKey{inst: instAttempts, key: e.Key, method: methodCode(method(e)), status: int32(e.StatusCode), flag: e.Attempt > 1,
+		priority: e.Priority}
 	if e.StatusCode == 0 && e.Err != nil {
 		k.errType = errorType(e.Err)
 	}
+	k.tenant = m.tenantAttr(e)
 	m.sets.get(k).n.Add(1)
+}
+
+// tenantOf returns the value of the tenant attribute for e's call, as
+// WithTenantAttribute's function makes it, before the cap; "" for none.
+func (m *metrics) tenantOf(e polite.Event) string {
+	if m.tenant == nil || e.Tenant == "" {
+		return ""
+	}
+	return m.tenant(e.Tenant)
+}
+
+// tenantAttr returns the value of the tenant attribute on the metrics of
+// e's call: tenantOf's, bounded; "" for none.
+func (m *metrics) tenantAttr(e polite.Event) string {
+	if v := m.tenantOf(e); v != "" {
+		return m.tenants.value(v)
+	}
+	return ""
+}
+
+// eventAttrs returns the attributes of a span event of e: kv, and the
+// call's priority and, under WithTenantAttribute, its tenant.
+func (m *metrics) eventAttrs(e polite.Event, kv ...attribute.KeyValue) trace.EventOption {
+	kv = append(kv, PriorityKey.String(priorityValue(e.Priority)))
+	if v := m.tenantOf(e); v != "" {
+		kv = append(kv, TenantKey.String(v))
+	}
+	return trace.WithAttributes(kv...)
 }
 
 func (m *metrics) retrying(e polite.Event) {
 	k := setKey{inst: instRetries, key: e.Key, method: methodCode(method(e)), status: int32(e.StatusCode), label: retryReason(e)}
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
-		span.AddEvent("polite.retry", trace.WithAttributes(AttemptKey.Int(e.Attempt), ReasonKey.String(k.label.String()),
+		span.AddEvent("polite.retry", m.eventAttrs(e, AttemptKey.Int(e.Attempt), ReasonKey.String(k.label.String()),
 			DelayKey.Float64(e.Delay.Seconds())))
 	}
 }
@@ -265,7 +330,7 @@ func (m *metrics) throttled(e polite.Event) {
 	k := setKey{inst: instThrottles, key: e.Key, method: methodCode(method(e)), label: throttleKind(e.StatusCode)}
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
-		span.AddEvent("polite.throttled", trace.WithAttributes(AttemptKey.Int(e.Attempt), ThrottleKey.String(k.label.String()),
+		span.AddEvent("polite.throttled", m.eventAttrs(e, AttemptKey.Int(e.Attempt), ThrottleKey.String(k.label.String()),
 			attribute.Float64("polite.retry_after", e.RetryAfter.Seconds())))
 	}
 }
@@ -274,7 +339,7 @@ func (m *metrics) refused(e polite.Event) {
 	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errorType(e.Err)}
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
-		span.AddEvent("polite.refused", trace.WithAttributes(AttemptKey.Int(e.Attempt), errorTypeKey.String(k.errType.String()),
+		span.AddEvent("polite.refused", m.eventAttrs(e, AttemptKey.Int(e.Attempt), errorTypeKey.String(k.errType.String()),
 			DelayKey.Float64(e.Delay.Seconds())))
 	}
 }
@@ -283,15 +348,16 @@ func (m *metrics) budgetExhausted(e polite.Event) {
 	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errBudget}
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
-		span.AddEvent("polite.refused", trace.WithAttributes(AttemptKey.Int(e.Attempt), errorTypeKey.String(errBudget.String())))
+		span.AddEvent("polite.refused", m.eventAttrs(e, AttemptKey.Int(e.Attempt), errorTypeKey.String(errBudget.String())))
 	}
 }
 
 func (m *metrics) waiting(e polite.Event) {
-	k := setKey{inst: instWaits, key: e.Key, method: methodCode(method(e)), label: waitLabel(e.Wait)}
+	k := setKey{inst: instWaits, key: e.Key, method: methodCode(method(e)), label: waitLabel(e.Wait), priority: e.Priority}
+	k.tenant = m.tenantAttr(e)
 	m.waits.Record(ctx(e), e.Delay.Seconds(), m.sets.get(k).rec...)
 	if span := recording(e); span != nil {
-		span.AddEvent("polite.wait", trace.WithAttributes(AttemptKey.Int(e.Attempt), WaitKey.String(k.label.String()),
+		span.AddEvent("polite.wait", m.eventAttrs(e, AttemptKey.Int(e.Attempt), WaitKey.String(k.label.String()),
 			DelayKey.Float64(e.Delay.Seconds())))
 	}
 }

@@ -47,16 +47,16 @@ func TestMetricsOfACall(t *testing.T) {
 
 		got := collect(t, r)
 		assert.Equal(t, map[string]float64{
-			get + "http.response.status_code=429,polite.retry=false" + hostA: 1,
-			get + "http.response.status_code=503,polite.retry=true" + hostA:  1,
-			get + "http.response.status_code=200,polite.retry=true" + hostA:  1,
+			get + "http.response.status_code=429,polite.priority=default,polite.retry=false" + hostA: 1,
+			get + "http.response.status_code=503,polite.priority=default,polite.retry=true" + hostA:  1,
+			get + "http.response.status_code=200,polite.priority=default,polite.retry=true" + hostA:  1,
 		}, values(got["polite.client.attempts"]))
 		assert.Equal(t, map[string]float64{
 			get + "http.response.status_code=429,polite.reason=throttled" + hostA:    1,
 			get + "http.response.status_code=503,polite.reason=server_error" + hostA: 1,
 		}, values(got["polite.client.retries"]))
-		assert.Equal(t, map[string]float64{get + "polite.wait=pause" + hostA: 2}, values(got["polite.client.wait.duration"]))
-		assert.Equal(t, map[string]uint64{get + "polite.wait=pause" + hostA: 1}, counts(got["polite.client.wait.duration"]))
+		assert.Equal(t, map[string]float64{get + "polite.priority=default,polite.wait=pause" + hostA: 2}, values(got["polite.client.wait.duration"]))
+		assert.Equal(t, map[string]uint64{get + "polite.priority=default,polite.wait=pause" + hostA: 1}, counts(got["polite.client.wait.duration"]))
 		// 500 tokens, two retries at 5, a success that gives 1 and the
 		// successful retry's 5 back.
 		assert.Equal(t, map[string]float64{"": 496}, values(got["polite.client.retry_budget"]))
@@ -98,9 +98,9 @@ func TestKeyAttributeIsBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, map[string]float64{
-		get + "http.response.status_code=200,polite.retry=false,server.address=h0":     2,
-		get + "http.response.status_code=200,polite.retry=false,server.address=h1":     1,
-		get + "http.response.status_code=200,polite.retry=false,server.address=_OTHER": 3,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=h0":     2,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=h1":     1,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=_OTHER": 3,
 	}, values(collect(t, r)["polite.client.attempts"]))
 }
 
@@ -138,8 +138,8 @@ func TestGaugesKeepToTheKeyCap(t *testing.T) {
 	got := collect(t, r)
 	assert.Equal(t, map[string]float64{"server.address=a.test": 10, "server.address=_OTHER": 20}, values(got["polite.client.rate"]))
 	assert.Equal(t, map[string]float64{
-		get + "http.response.status_code=200,polite.retry=false,server.address=a.test": 1,
-		get + "http.response.status_code=200,polite.retry=false,server.address=_OTHER": 2,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=a.test": 1,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=_OTHER": 2,
 	}, values(got["polite.client.attempts"]))
 }
 
@@ -150,7 +150,7 @@ func TestKeyWithAPort(t *testing.T) {
 	_, err := call(t, t.Context(), tr, "http://api.test:8443/")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]float64{
-		get + "http.response.status_code=200,polite.retry=false,server.address=api.test,server.port=8443": 1,
+		get + "http.response.status_code=200,polite.priority=default,polite.retry=false,server.address=api.test,server.port=8443": 1,
 	}, values(collect(t, r)["polite.client.attempts"]))
 }
 
@@ -176,14 +176,14 @@ func TestRefusalsAndErrors(t *testing.T) {
 	}
 	t.Run("a pause over the cap", func(t *testing.T) {
 		assert.Equal(t, map[string]float64{
-			"error.type=throttled," + method + hostA:                                      1,
-			"attempt " + get + "http.response.status_code=429,polite.retry=false" + hostA: 1,
+			"error.type=throttled," + method + hostA: 1,
+			"attempt " + get + "http.response.status_code=429,polite.priority=default,polite.retry=false" + hostA: 1,
 		}, refused(t, status(429, "Retry-After", "3600"), polite.WithMaxRetryAfter(time.Minute)))
 	})
 	t.Run("an empty retry budget", func(t *testing.T) {
 		assert.Equal(t, map[string]float64{
-			"error.type=retry_budget_exhausted," + method + hostA:                         2,
-			"attempt " + get + "http.response.status_code=503,polite.retry=false" + hostA: 2,
+			"error.type=retry_budget_exhausted," + method + hostA:                                                 2,
+			"attempt " + get + "http.response.status_code=503,polite.priority=default,polite.retry=false" + hostA: 2,
 		}, refused(t, status(503), polite.WithRetryBudget(polite.NewRetryBudget(4))))
 	})
 	t.Run("robots.txt unreachable", func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestRefusalsAndErrors(t *testing.T) {
 	t.Run("connection refused", func(t *testing.T) {
 		refusedErr := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		assert.Equal(t, map[string]float64{
-			"attempt error.type=connection_refused," + get + "polite.retry=false" + hostA: 2,
+			"attempt error.type=connection_refused," + get + "polite.priority=default,polite.retry=false" + hostA: 2,
 		}, refused(t, reply{err: refusedErr}, polite.WithMaxAttempts(1)))
 	})
 }
@@ -218,19 +218,19 @@ func TestWaitsByCause(t *testing.T) {
 	}
 	t.Run("rate", func(t *testing.T) {
 		got := waits(t, answer(ok()), 3, polite.WithRate(1, 1))
-		assert.Equal(t, map[string]float64{get + "polite.wait=rate" + hostA: 2}, values(got))
-		assert.Equal(t, map[string]uint64{get + "polite.wait=rate" + hostA: 2}, counts(got))
+		assert.Equal(t, map[string]float64{get + "polite.priority=default,polite.wait=rate" + hostA: 2}, values(got))
+		assert.Equal(t, map[string]uint64{get + "polite.priority=default,polite.wait=rate" + hostA: 2}, counts(got))
 	})
 	t.Run("backoff", func(t *testing.T) {
 		got := waits(t, answer(status(503), ok()), 1, polite.WithBackoff(4*time.Second, 4*time.Second))
-		assert.Equal(t, map[string]uint64{get + "polite.wait=backoff" + hostA: 1}, counts(got))
-		v := values(got)[get+"polite.wait=backoff"+hostA]
+		assert.Equal(t, map[string]uint64{get + "polite.priority=default,polite.wait=backoff" + hostA: 1}, counts(got))
+		v := values(got)[get+"polite.priority=default,polite.wait=backoff"+hostA]
 		assert.Greater(t, v, 0.0)
 		assert.Less(t, v, 4.0, "full jitter under 4 s, in seconds")
 	})
 	t.Run("pause", func(t *testing.T) {
 		got := waits(t, answer(status(503, "Retry-After", "7"), ok()), 1)
-		assert.Equal(t, map[string]float64{get + "polite.wait=pause" + hostA: 7}, values(got))
+		assert.Equal(t, map[string]float64{get + "polite.priority=default,polite.wait=pause" + hostA: 7}, values(got))
 	})
 	t.Run("slot", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestWaitsByCause(t *testing.T) {
 			<-done
 			<-done
 			got := collect(t, r)["polite.client.wait.duration"]
-			assert.Equal(t, map[string]float64{get + "polite.wait=slot" + hostA: 3}, values(got))
+			assert.Equal(t, map[string]float64{get + "polite.priority=default,polite.wait=slot" + hostA: 3}, values(got))
 		})
 	})
 }
@@ -440,7 +440,7 @@ func TestErrorTypeOfACancelledCall(t *testing.T) {
 		defer cancel()
 		_, err := call(t, ctx, tr, "http://a.test/")
 		require.True(t, errors.Is(err, context.DeadlineExceeded), err)
-		assert.Equal(t, map[string]float64{"error.type=deadline_exceeded," + get + "polite.retry=false" + hostA: 1},
+		assert.Equal(t, map[string]float64{"error.type=deadline_exceeded," + get + "polite.priority=default,polite.retry=false" + hostA: 1},
 			values(collect(t, r)["polite.client.attempts"]))
 	})
 }

@@ -207,6 +207,7 @@ func (in *inspection) write(w io.Writer) error {
 
 	fmt.Fprintf(tw, "\nWhat polite would do for %s:\n", in.status.Key)
 	fmt.Fprintf(tw, "  next request\t%s\n", in.nextRequest())
+	fmt.Fprintf(tw, "  waiting\t%s\n", waiting(in.status.Waiting))
 	if in.status.Rate > 0 {
 		by := ""
 		switch {
@@ -245,6 +246,25 @@ func (in *inspection) nextRequest() string {
 		return fmt.Sprintf("in %v: the pause the server asked for (Retry-After)", d.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("in %v: the quota is spent until its reset", d.Round(time.Millisecond))
+}
+
+// waiting writes the calls that wait on a key, by priority, highest first
+// ("2 interactive, 5 batch"), as [polite.KeyStatus.Waiting] counts them:
+// inspect's own request has gone by the time it is printed, so this reads
+// "none" but while another call of the same Transport waits.
+func waiting(counts []polite.PriorityCount) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		class := c.Priority.String()
+		if strings.HasPrefix(class, "Priority(") {
+			class = "at priority " + strconv.Itoa(int(c.Priority))
+		}
+		parts[i] = strconv.Itoa(c.Calls) + " " + class
+	}
+	return strings.Join(parts, ", ") + " (by priority, highest first)"
 }
 
 // withSlack writes d, and how far from the server's true value it may be.

@@ -176,6 +176,20 @@ func TestInspectSaysWhatPoliteWouldDo(t *testing.T) {
 	})
 }
 
+// inspect shows the key's queue by priority, highest first: its own
+// request has gone by the time it prints, so none waits; a status whose
+// calls wait reads by class, a priority between classes by its number.
+func TestInspectShowsTheQueueByPriority(t *testing.T) {
+	srv := dialectServer(t, 200)
+	r := runPolite(t, "", "", 20*time.Second, "inspect", srv.URL)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `\n  waiting +none\n`, r.stdout)
+
+	assert.Equal(t, "2 interactive, 1 at priority 5, 3 batch (by priority, highest first)", waiting([]polite.PriorityCount{
+		{Priority: polite.PriorityInteractive, Calls: 2}, {Priority: 5, Calls: 1}, {Priority: polite.PriorityBatch, Calls: 3},
+	}))
+}
+
 func TestInspectFailures(t *testing.T) {
 	closed := closedURL(t) + "/"
 

@@ -30,11 +30,11 @@ type KeyStatus struct {
 	// Waiting is how many of the key's calls wait in line, by priority,
 	// highest first: one entry for each priority that has calls waiting
 	// (see [Priority]), nil when none waits. It counts the calls that wait
-	// in a line: for the key's pacing or its server's pause, the server's
-	// quotas and costs, and a place in flight ([WithMaxInFlight]); not
-	// those that wait for an instant booked ahead ([WithWindow], a
-	// fleet's booking), for the [WithGlobalRate] bucket (every key's), or
-	// for a retry's backoff. Each line is counted under its own lock, one
+	// in a line: for the key's pacing or its server's pause, a place in
+	// its [WithWindow], the server's quotas and costs, and a place in
+	// flight ([WithMaxInFlight]); not those that wait for the fleet's
+	// booking, for the [WithGlobalRate] bucket (every key's), or for a
+	// retry's backoff. Each line is counted under its own lock, one
 	// after another, so that a call moving between two may be missed or
 	// counted twice. Calls pay nothing for it: it is counted when the
 	// status is read.

@@ -448,8 +448,8 @@ func (s *windowedQuota) accepted() []string {
 }
 
 // A key's status says how many of its calls wait, by priority, highest
-// first, whatever line they wait in (the key's pacing, the server's
-// quota, a place in flight), and nothing once they are gone. Calls pay
+// first, whatever line they wait in (the key's pacing, its window, the
+// server's quota, a place in flight), and nothing once they are gone. Calls pay
 // nothing for it: it is counted when the status is read.
 func TestKeysSayHowManyCallsWaitByPriority(t *testing.T) {
 	// Each case makes a Transport and the calls that leave the next ones
@@ -471,6 +471,7 @@ func TestKeysSayHowManyCallsWaitByPriority(t *testing.T) {
 	}{
 		{"paced", holdFirst(polite.WithRate(1, 1), polite.WithAdaptive(polite.AdaptiveOff))},
 		{"in flight", holdFirst(polite.WithMaxInFlight(1))},
+		{"window", holdFirst(polite.WithWindow(1, time.Second), polite.WithAdaptive(polite.AdaptiveOff))},
 		{"quota", func(t *testing.T) (http.RoundTripper, func()) {
 			tr := polite.New(&windowedQuota{start: time.Now(), window: 10 * time.Second, limit: 100})
 			for range 5 { // the quota read: its calls go a spacing apart

@@ -73,8 +73,9 @@ func (e *Engine) status(key string, k *Key, now time.Time) Status {
 }
 
 // waiting returns how many attempts wait in k's lines at each priority,
-// highest first: for its token or its server's pause, in the lines of its
-// quotas (quotas) and costs, and for a place in flight. An attempt waits
+// highest first: for its token or its server's pause, a place in its
+// window, in the lines of its quotas (quotas) and costs, and for a place
+// in flight. An attempt waits
 // in one line at a time, so that each is counted once. The count is taken
 // from each line under its gate's lock, one after another: a sum of
 // moments a little apart, that an attempt moving from one line to the
@@ -82,6 +83,9 @@ func (e *Engine) status(key string, k *Key, now time.Time) Status {
 // priorities, and costs a call's path nothing.
 func (k *Key) waiting(quotas []*quota.Quota) []gate.Count {
 	counts := k.pace.Waiting(nil)
+	if win := peek(k, windowPart); win != nil {
+		counts = win.Waiting(counts)
+	}
 	for _, q := range quotas {
 		counts = q.Waiting(counts)
 	}

@@ -175,3 +175,12 @@ func (win *Window) Busy(now int64) bool {
 	defer win.mu.Unlock()
 	return win.queue.Len() > 0 || win.log.matters(now)
 }
+
+// Waiting adds to counts how many attempts wait in line for a place in
+// the window at each priority (see gate.Queue.Counts), and returns
+// counts.
+func (win *Window) Waiting(counts []gate.Count) []gate.Count {
+	win.mu.Lock()
+	defer win.mu.Unlock()
+	return win.queue.Counts(counts)
+}

@@ -346,12 +346,15 @@ func tokens200(*http.Request, []byte) (polite.Cost, string, error) {
 // A call that began before any answer stated the token quota, told by
 // the fleet to ask again later, books its cost when it asks again after
 // an answer stated it: booked without it, the send would go unseen by the
-// fleet's bucket, and a fleet sending at the quota's edge is refused.
+// fleet's bucket, and a fleet sending at the quota's edge is refused. (The
+// first call holds the key's line while told to wait; the second, behind
+// it, books as the first one's send goes, and is told to wait while its
+// answer comes, if it has not come yet.)
 func TestFleetBooksACostStatedWhileTheCallWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := newStub(status(200, tokensQuota(2000, 1800, 100*time.Millisecond)...))
 		f := &bookingFleet{answer: func(_ *bookingFleet, i int) fleetapi.Grant {
-			if i == 0 {
+			if i%2 == 0 {
 				return fleetapi.Grant{Later: true, Wait: 250 * time.Millisecond}
 			}
 			return fleetapi.Grant{Granted: true}
@@ -363,14 +366,14 @@ func TestFleetBooksACostStatedWhileTheCallWaited(t *testing.T) {
 			fetch(t, tr, "http://llm.test/").Body.Close()
 		}()
 		time.Sleep(10 * time.Millisecond)
-		fetch(t, tr, "http://llm.test/").Body.Close() // its answer states the quota
+		fetch(t, tr, "http://llm.test/").Body.Close() // waits in line, then is told to wait
 		<-done
-		require.Len(t, f.asks, 3)
+		require.Len(t, f.asks, 4)
 		assert.Empty(t, f.asks[0].Costs, "no quota known yet")
-		require.Len(t, f.asks[2].Costs, 1, "asked again after the quota was stated")
-		assert.Equal(t, "tokens", f.asks[2].Costs[0].Unit)
-		assert.Equal(t, 200.0, f.asks[2].Costs[0].Amount)
-		assert.Equal(t, 2000.0, f.asks[2].Costs[0].Limit)
+		require.Len(t, f.asks[3].Costs, 1, "asked again after the quota was stated")
+		assert.Equal(t, "tokens", f.asks[3].Costs[0].Unit)
+		assert.Equal(t, 200.0, f.asks[3].Costs[0].Amount)
+		assert.Equal(t, 2000.0, f.asks[3].Costs[0].Limit)
 	})
 }
 
@@ -477,5 +480,50 @@ func TestFleetBookedSendWaitsForTheSendsThatOvertookIt(t *testing.T) {
 		assert.Equal(t, int8(polite.PriorityBatch), f.asks[0].Priority)
 		assert.Equal(t, int8(polite.PriorityInteractive), f.asks[1].Priority)
 		assert.Equal(t, 3, f.overtaken, "asked again after each wait, until nothing more overtook it")
+	})
+}
+
+// gcraFleet books each send at the next slot of a GCRA of interval, as
+// the fleet's store does for one process, and records the priorities it
+// was asked for and how far ahead it had booked when asked.
+type gcraFleet struct {
+	recordingFleet
+	interval time.Duration
+	tat      time.Time
+	ahead    time.Duration // the furthest ahead the schedule was booked when asked
+}
+
+func (f *gcraFleet) Reserve(ctx context.Context, key string, r fleetapi.Request) (fleetapi.Grant, error) {
+	_, _ = f.recordingFleet.Reserve(ctx, key, r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	f.ahead = max(f.ahead, f.tat.Sub(now))
+	slot := now
+	if f.tat.After(now) {
+		slot = f.tat
+	}
+	f.tat = slot.Add(f.interval)
+	return fleetapi.Grant{Granted: true, Members: 1, Wait: slot.Sub(now)}, nil
+}
+
+// A process books its sends in the fleet one at a time, by priority: its
+// batch backlog holds one booking ahead in the fleet's schedule, not one
+// per waiting call, and its interactive call books next. Each waiting
+// call used to book as it came, in order of arrival: 50 batch calls
+// half a second ahead, and the interactive call 0.4 s behind them.
+func TestFleetBooksOneSendAtATimeByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &gcraFleet{interval: 10 * time.Millisecond}
+		tr := polite.New(&sendLog{}, polite.WithFleet(f), polite.WithRate(100, 1))
+		wait := interactiveBehindBatch(t, tr, 50, 100*time.Millisecond)
+		assert.LessOrEqual(t, wait, 2*f.interval, "the interactive call booked next")
+		// One booking of the batch ahead at most; the interactive call
+		// books while the batch's head still waits for its slot (the
+		// store's lanes may put it first: see fleet's Overtaking).
+		assert.LessOrEqual(t, f.ahead, 2*f.interval, "one booking ahead at most, and the interactive call's")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		require.Len(t, f.asks, 51)
 	})
 }

@@ -36,10 +36,28 @@ func (e *Engine) admitFleet(c *Call) error {
 		r.Window = fleetapi.Window{N: w.N, Per: w.Per + WindowGuard}
 	}
 	fk := part(k, fleetPart, newOf[fleetgate.Key]())
+	var gap time.Duration // the process's share of the fleet's interval: each booking ahead waits about as much
+	if perSecond > 0 {
+		gap = time.Duration(float64(fk.Members(f.Size())) / perSecond * float64(time.Second))
+	}
+	line, waited, err := fk.Enter(&c.Waiter, gap)
+	if err != nil {
+		return err
+	}
+	if waited && c.costly() {
+		// As the quota stands now, after the bookings ahead of it: one
+		// may have stated it.
+		if r.Costs, err = e.fleetCosts(c, k); err != nil {
+			fk.Done(line, true)
+			return err
+		}
+	}
 	if r.Adaptive {
 		r.Accepted = fk.TakeAccepted()
 	}
-	if err := e.book(c, c.Who.Key, k, r); err != nil {
+	err = e.book(c, c.Who.Key, k, r)
+	fk.Done(line, err != nil)
+	if err != nil {
 		return err
 	}
 	if perSecond == 0 && !shared {

@@ -37,12 +37,13 @@ const maxAccepted = 4
 // under one request waits for the rest of it.
 type Key struct {
 	mu       sync.Mutex
-	members  int                 // the processes that sent to the key lately, as its fleet last said
-	accepted []fleetapi.Accepted // successes not yet told to the fleet's shared controller, by generation
-	owed     int                 // sends paced locally while the fleet could not answer, not yet told to it (Request.Owed)
-	own      int                 // sends the key's own controller paced in a fleet since ownAt (see OwnSent)
-	ownAt    int64               // Unix nanoseconds: when own began counting
-	tat      int64               // the fallback GCRA's theoretical arrival time, Unix nanoseconds
+	members  int                  // the processes that sent to the key lately, as its fleet last said
+	accepted []fleetapi.Accepted  // successes not yet told to the fleet's shared controller, by generation
+	owed     int                  // sends paced locally while the fleet could not answer, not yet told to it (Request.Owed)
+	own      int                  // sends the key's own controller paced in a fleet since ownAt (see OwnSent)
+	ownAt    int64                // Unix nanoseconds: when own began counting
+	tat      int64                // the fallback GCRA's theoretical arrival time, Unix nanoseconds
+	line     gate.Queue[struct{}] // the attempts waiting to book (see Enter)
 }
 
 // Members returns how many processes share the key's quota, at least 1:

@@ -25,7 +25,7 @@ import (
 // would book it far ahead), and 10,000 of them on the bench's 2 cores
 // overwhelm the fleet, with or without priorities (90-99.7% refused, in a
 // run of 2026-12-06).
-const fleetPriorityBacklog = 300
+const fleetPriorityBacklog = priorityBacklog
 
 // benchPrioritiesFleet runs the priority scenario across a fleet of
 // cfg.fleet processes on each server, without priorities and with them,

@@ -359,3 +359,23 @@ func BenchmarkQueuePushBack(b *testing.B) {
 		})
 	}
 }
+
+// A lower priority earns toward its floor only while a higher one waits:
+// a batch backlog that takes every turn between the calls of an
+// interactive trickle banks nothing, and each interactive call that comes
+// is the head at once.
+func TestQueueBanksNoFloorWhileHighest(t *testing.T) {
+	var q Queue[string]
+	const batch, interactive Priority = -20, 20
+	for i := range 1000 {
+		q.PushBack(fmt.Sprint("b", i), Place{Priority: batch})
+	}
+	for call := range 50 {
+		c, _ := q.PushBack(fmt.Sprint("i", call), Place{Priority: interactive})
+		require.True(t, q.IsHead(c), "interactive call %d behind a floor turn of the batch", call)
+		q.Served(c)
+		for range 9 {
+			q.Served(q.next())
+		}
+	}
+}

@@ -19,12 +19,11 @@ import (
 // Redis. Each process is a polite Transport with the defaults, its own
 // Redis client and Fleet (as the fleet clients' processes).
 //
-// The backlog is fleetPriorityBacklog callers, not the priority
-// scenario's 10,000: a fleet books every call that waits in Redis (a
-// waiting call holds a slot, or asks again while the shared controller
-// would book it far ahead), and 10,000 of them on the bench's 2 cores
-// overwhelm the fleet, with or without priorities (90-99.7% refused, in a
-// run of 2026-12-06).
+// The backlog is the priority scenario's 10,000 callers: each process's
+// calls wait in its key's line and book in Redis one at a time. (Before
+// that line, every waiting call booked, and 10,000 of them on the bench's
+// 2 cores overwhelmed the fleet, with or without priorities: 90-99.7%
+// refused, in a run of 2026-12-06; 300 were the most it held.)
 const fleetPriorityBacklog = priorityBacklog
 
 // benchPrioritiesFleet runs the priority scenario across a fleet of

@@ -56,6 +56,7 @@ type config struct {
 	usage         UsageReader                       // nil: estimates stand
 	priority      func(*http.Request) gate.Priority // nil: PriorityDefault, unless the context gives one (WithPriority)
 	tenantWeight  func(tenant string) float64       // nil: 1 for every tenant
+	classes       map[gate.Priority]gate.Class      // how each priority shares turns (WithPriorityFloor, WithPriorityWeight); nil: the defaults
 	quotas        [units.N]quota.Configured         // WithQuota's, by unit
 	throttleBody  throttleBody                      // WithThrottleBody's; read nil: none
 	costs         bool                              // requests may cost more than a request (costing), set by New

@@ -3,6 +3,8 @@ package polite
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 
 	"github.com/politehttp/polite/internal/gate"
@@ -145,13 +147,74 @@ func WithTenantWeight(weight func(tenant string) float64) Option {
 	return func(c *config) { c.tenantWeight = weight }
 }
 
-// placeOf returns where req waits in line under c: its priority, its
-// tenant and the tenant's weight.
+// DefaultPriorityFloor is the share of a key's turns the calls of each
+// priority keep while calls of higher priorities wait, unless
+// [WithPriorityFloor] or [WithPriorityWeight] says otherwise.
+const DefaultPriorityFloor = gate.DefaultFloor
+
+// WithPriorityFloor sets the floor of priority p: the share of a key's
+// turns its calls keep while calls of higher priorities wait, for as long
+// as they have calls waiting ([DefaultPriorityFloor], a tenth, without
+// the option). A higher floor keeps a batch going faster under an
+// interactive load; 0 makes the order strict: the calls of p wait for
+// every call of a higher priority, and may starve under its load. A share
+// above 0.95 counts as 0.95, and one that is no number as the default. A
+// priority's share is a floor, not a cap: with nothing of a higher
+// priority waiting, its calls take every turn.
+func WithPriorityFloor(p Priority, share float64) Option {
+	return func(c *config) {
+		class := c.classes[gate.Priority(p)]
+		switch {
+		case math.IsNaN(share):
+			class.Floor, class.Strict = 0, false
+		case share <= 0:
+			class.Floor, class.Strict = 0, true
+		default:
+			class.Floor, class.Strict = min(share, 0.95), false
+		}
+		c.setClass(p, class)
+	}
+}
+
+// WithPriorityWeight makes the calls of priority p share a key's turns
+// by weight rather than wait for those of higher priorities: the
+// priorities given a weight that have calls waiting take turns in the
+// ratio of their weights (interactive 3 and batch 1: three turns in four,
+// and one), and a priority with nothing waiting leaves its turns to the
+// others. A priority given no weight keeps its floor ([WithPriorityFloor]).
+// A weight that is no positive number removes p's.
+func WithPriorityWeight(p Priority, weight float64) Option {
+	return func(c *config) {
+		class := c.classes[gate.Priority(p)]
+		class.Weight = 0
+		if weight > 0 && !math.IsInf(weight, 1) {
+			class.Weight = weight
+		}
+		c.setClass(p, class)
+	}
+}
+
+// setClass sets how priority p shares turns under c, in a map of its own:
+// an Option applied to several configs changes none of the others.
+func (c *config) setClass(p Priority, class gate.Class) {
+	classes := maps.Clone(c.classes)
+	if classes == nil {
+		classes = make(map[gate.Priority]gate.Class, 1)
+	}
+	classes[gate.Priority(p)] = class
+	c.classes = classes
+}
+
+// placeOf returns where req waits in line under c: its priority and how
+// it shares turns with the others, its tenant and the tenant's weight.
 func (c *config) placeOf(req *http.Request) gate.Place {
 	o := orderOf(req.Context())
 	pl := gate.Place{Priority: gate.Priority(o.priority), Weight: 1}
 	if !o.hasPriority && c.priority != nil {
 		pl.Priority = c.priority(req)
+	}
+	if c.classes != nil {
+		pl.Class = c.classes[pl.Priority]
 	}
 	if o.hasTenant {
 		pl.Tenant = o.tenant

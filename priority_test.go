@@ -185,34 +185,75 @@ func ExampleContextWithPriority() {
 	// Output: 200 OK
 }
 
+// A service shares one API key between its users' requests and a sync
+// job: while both wait, the users' calls take three turns in four and the
+// sync one (weights 3:1, not strict order); the background refetch keeps
+// a twentieth of the turns under any load of the others.
+func ExampleWithPriorityWeight() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	client := &http.Client{Transport: polite.New(nil,
+		polite.WithPriorityWeight(polite.PriorityInteractive, 3),
+		polite.WithPriorityWeight(polite.PriorityBatch, 1),
+		polite.WithPriorityFloor(polite.PriorityBackground, 0.05),
+	)}
+	for _, p := range []polite.Priority{polite.PriorityInteractive, polite.PriorityBatch} {
+		ctx := polite.ContextWithPriority(context.Background(), p)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			fmt.Println(p, resp.Status)
+		}
+	}
+	// Output:
+	// interactive 200 OK
+	// batch 200 OK
+}
+
 // No priority starves: under a backlog of interactive calls that takes
 // the key's whole rate, the batch calls waiting keep a tenth of it (the
-// floor), and the rate is used whole.
+// floor), and the rate is used whole. WithPriorityFloor sets another
+// floor, or none; WithPriorityWeight shares by weight.
 func TestALowerPriorityKeepsItsFloor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		next := &sendLog{}
-		tr := polite.New(next, polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff))
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		for _, kind := range []struct {
-			path string
-			p    polite.Priority
-		}{{"/batch", polite.PriorityBatch}, {"/interactive", polite.PriorityInteractive}} {
-			for range 500 {
-				wg.Go(func() { _ = getPath(t, tr, polite.ContextWithPriority(ctx, kind.p), kind.path) })
-			}
-			synctest.Wait()
-		}
-		time.Sleep(4 * time.Second)
-		got := map[string]int{}
-		for _, path := range next.sent() {
-			got[path]++
-		}
-		cancel()
-		wg.Wait()
-		assert.InDelta(t, 400, got["/batch"]+got["/interactive"], 2, "the rate used whole: %v", got)
-		assert.InDelta(t, 40, got["/batch"], 2, "batch: a tenth of the rate")
-	})
+	for _, tc := range []struct {
+		name  string
+		opts  []polite.Option
+		batch int
+	}{
+		{"the default floor, a tenth", nil, 40},
+		{"a floor of a quarter", []polite.Option{polite.WithPriorityFloor(polite.PriorityBatch, 0.25)}, 100},
+		{"strict", []polite.Option{polite.WithPriorityFloor(polite.PriorityBatch, 0)}, 1},
+		{"weights 3:1", []polite.Option{polite.WithPriorityWeight(polite.PriorityInteractive, 3), polite.WithPriorityWeight(polite.PriorityBatch, 1)}, 100},
+		{"weights 1:1", []polite.Option{polite.WithPriorityWeight(polite.PriorityInteractive, 1), polite.WithPriorityWeight(polite.PriorityBatch, 1)}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				next := &sendLog{}
+				tr := polite.New(next, append([]polite.Option{polite.WithRate(100, 1), polite.WithAdaptive(polite.AdaptiveOff)}, tc.opts...)...)
+				ctx, cancel := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				for _, kind := range []struct {
+					path string
+					p    polite.Priority
+				}{{"/batch", polite.PriorityBatch}, {"/interactive", polite.PriorityInteractive}} {
+					for range 500 {
+						wg.Go(func() { _ = getPath(t, tr, polite.ContextWithPriority(ctx, kind.p), kind.path) })
+					}
+					synctest.Wait()
+				}
+				time.Sleep(4 * time.Second)
+				got := map[string]int{}
+				for _, path := range next.sent() {
+					got[path]++
+				}
+				cancel()
+				wg.Wait()
+				assert.InDelta(t, 400, got["/batch"]+got["/interactive"], 2, "the rate used whole: %v", got)
+				// (The first batch call went before the interactive ones came.)
+				assert.InDelta(t, tc.batch, got["/batch"], 2, "batch's share: %v", got)
+			})
+		})
+	}
 }
 
 // Events say the call's priority and tenant; the log names a priority

@@ -53,6 +53,24 @@ type Place struct {
 	// the tenants waiting at its priority (1 if 0).
 	Tenant string
 	Weight float64
+	// Class is how its priority shares the turns with the others waiting
+	// (see Queue).
+	Class Class
+}
+
+// A Class is how the attempts of one priority share a gate's turns with
+// those of others (see Queue): by strict order of priority, less the
+// floor each lower priority keeps, or by weight.
+type Class struct {
+	// Floor is the share of the turns the priority keeps while higher ones
+	// wait: DefaultFloor if 0 and not Strict; at most 0.95.
+	Floor float64
+	// Strict sets the floor to none: the priority waits for every higher
+	// one, and may starve under their load.
+	Strict bool
+	// Weight, if positive, makes the priority share by weight with the
+	// others that have one: its floor is its weight over theirs.
+	Weight float64
 }
 
 // A Priority orders the attempts that wait at a gate: a higher one goes

@@ -141,7 +141,7 @@ func TestQueueCounts(t *testing.T) {
 
 // Under a backlog of a higher priority, each lower priority waiting keeps
 // a tenth of the turns (Floor), served in its order of arrival; with two
-// lower ones, each keeps its tenth (FloorTurns); one that has nothing waiting earns
+// lower ones, each keeps its tenth (DefaultFloor); one that has nothing waiting earns
 // nothing meanwhile. Attempts that give up their place (Leave) take no
 // turn.
 func TestQueueKeepsAFloorForEachLowerPriority(t *testing.T) {
@@ -378,4 +378,39 @@ func TestQueueBanksNoFloorWhileHighest(t *testing.T) {
 			q.Served(q.next())
 		}
 	}
+}
+
+// A priority's Class sets its floor (or none, Strict), or makes the
+// priorities that have weights share the turns by them: all backlogged,
+// in the ratio of their weights, the highest taking the rest (each lower
+// one's first turn comes once it has earned it: a turn short at most,
+// and the highest as many over).
+func TestQueueSharesByEachClass(t *testing.T) {
+	const background, batch, interactive Priority = -40, -20, 20
+	check := func(name string, n int, classes map[Priority]Class, want map[Priority]int) {
+		t.Helper()
+		var q Queue[string]
+		for range n {
+			for p := range want {
+				q.PushBack("", Place{Priority: p, Class: classes[p]})
+			}
+		}
+		got := map[Priority]int{}
+		for range n {
+			h := q.next()
+			got[h.prio]++
+			q.Served(h)
+		}
+		for p, w := range want {
+			assert.InDelta(t, w, got[p], float64(len(want)-1), "%s: priority %d", name, p)
+		}
+	}
+	check("a floor of a quarter", 100, map[Priority]Class{batch: {Floor: 0.25}}, map[Priority]int{interactive: 75, batch: 25})
+	check("strict: no floor", 100, map[Priority]Class{batch: {Strict: true}}, map[Priority]int{interactive: 100, batch: 0})
+	check("the default floor", 100, nil, map[Priority]int{interactive: 90, batch: 10})
+	check("weights 3:1", 100, map[Priority]Class{interactive: {Weight: 3}, batch: {Weight: 1}}, map[Priority]int{interactive: 75, batch: 25})
+	check("weights 3:2:1", 120, map[Priority]Class{interactive: {Weight: 3}, batch: {Weight: 2}, background: {Weight: 1}},
+		map[Priority]int{interactive: 60, batch: 40, background: 20})
+	check("a lower priority of a higher weight", 100, map[Priority]Class{interactive: {Weight: 1}, batch: {Weight: 3}},
+		map[Priority]int{interactive: 25, batch: 75})
 }

@@ -6,11 +6,15 @@ import (
 	"time"
 )
 
-// FloorTurns is how many of a gate's turns each priority below the
-// highest one waiting earns a turn of its own in while it has attempts
-// waiting: a floor of a tenth of the turns, so that work of a lower
-// priority goes on, slowly, under any load of a higher one (see Queue).
-const FloorTurns = 10
+// DefaultFloor is the share of a gate's turns each priority below the
+// highest one waiting keeps while it has attempts waiting, unless its
+// Class says otherwise: a tenth, so that work of a lower priority goes
+// on, slowly, under any load of a higher one (see Queue).
+const DefaultFloor = 0.1
+
+// maxFloor bounds a class's floor: the highest priority waiting keeps
+// something of the turns, however the lower ones are set.
+const maxFloor = 0.95
 
 // A Queue is where attempts wait their turn at a gate: in order of
 // priority, then of their tenants' fair shares, then arrival (a retry may
@@ -22,12 +26,18 @@ const FloorTurns = 10
 // once.
 //
 // The floor: each priority with attempts waiting, but the highest, earns
-// a tenth of a turn (1/FloorTurns) at every turn the queue serves
-// (Served, Grant), and spends a whole one on a turn of its own. Once it has earned a whole
+// its floor's share of a turn (DefaultFloor, a tenth, unless its Class
+// sets another) at every turn the queue serves (Served, Grant), and
+// spends a whole one on a turn of its own. Once it has earned a whole
 // turn, its first attempt is the head, ahead of the higher ones: under a
-// backlog of a higher priority, each lower one waiting gets a tenth of
-// the turns, and none of them starves. A priority that has no attempt
-// waiting earns nothing, and keeps nothing of what it had earned.
+// backlog of a higher priority, each lower one waiting gets its floor's
+// share of the turns, and none of them starves (but one whose floor is
+// set to 0). A priority that has no attempt waiting earns nothing, and
+// keeps nothing of what it had earned; nor does one served as the
+// highest waiting. Priorities whose Class has a weight share by weight
+// instead: each of them, below the highest waiting, has for its floor its
+// weight over the weights of all those waiting, so that, all backlogged,
+// they take turns in the ratio of their weights, the highest the rest.
 //
 // The tenants' shares, within a priority: start-time fair queueing. Each
 // attempt is tagged with a start, the later of its priority's virtual time
@@ -56,7 +66,8 @@ type class[T any] struct {
 	prio   Priority
 	first  *Ticket[T]
 	n      int
-	earned int                // the tenths of a turn earned toward the floor (see Queue)
+	earned float64            // the turns earned toward the floor (see Queue)
+	share  Class              // its floor or weight, as its last attempt came with
 	vtime  float64            // the start of the last attempt served (see Queue)
 	ends   map[string]float64 // the end of each tenant's last attempt, while it may be later than vtime
 }
@@ -88,6 +99,7 @@ func (q *Queue[T]) PushBack(v T, pl Place) (t *Ticket[T], ahead int) {
 		c.ends = make(map[string]float64, 1)
 	}
 	c.ends[pl.Tenant] = start + 1/weight(pl.Weight)
+	c.share = pl.Class
 	t = &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: pl.Priority, start: start, tenant: pl.Tenant}
 	after, behind := q.before(pl.Priority, start)
 	q.insertAfter(t, after)
@@ -254,11 +266,31 @@ func AddCount(counts []Count, p Priority, n int) []Count {
 // first in the queue; nil if none waits.
 func (q *Queue[T]) next() *Ticket[T] {
 	for i := 1; i < len(q.classes); i++ {
-		if q.classes[i].earned >= FloorTurns {
+		if q.classes[i].earned >= 1-1e-9 { // ten tenths make a turn, in floating point too
 			return q.classes[i].first
 		}
 	}
 	return q.head
+}
+
+// floor returns the share of the turns the class at i keeps while higher
+// priorities wait (see Queue).
+func (q *Queue[T]) floor(i int) float64 {
+	c := &q.classes[i]
+	if c.share.Weight > 0 {
+		sum := 0.0
+		for j := range q.classes {
+			sum += max(q.classes[j].share.Weight, 0)
+		}
+		return min(c.share.Weight/sum, maxFloor)
+	}
+	if c.share.Floor < 0 || c.share.Floor > 0 {
+		return min(max(c.share.Floor, 0), maxFloor)
+	}
+	if c.share.Strict {
+		return 0
+	}
+	return DefaultFloor
 }
 
 // IsHead reports whether t is the head of the queue: its turn comes next.
@@ -342,9 +374,9 @@ func (q *Queue[T]) serve(t *Ticket[T]) bool {
 			}
 			continue
 		}
-		c.earned++
+		c.earned += q.floor(i)
 		if c.prio == t.prio {
-			c.earned = max(c.earned-FloorTurns, 0)
+			c.earned = max(c.earned-1, 0)
 		}
 	}
 	q.Remove(t)

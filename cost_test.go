@@ -570,3 +570,22 @@ func TestASpentQuotaInTokensLeavesTheRequestQuotaItsOwn(t *testing.T) {
 		assert.InDelta(t, 60/(500*0.98), gaps[2].Seconds(), 1e-6, "then paced at the requests' rate, less the 2% margin")
 	})
 }
+
+// A quota configured with WithQuota holds a key's calls from the first,
+// on a key that has learnt nothing of its own (no controller, no answer
+// stating anything): 30 calls of 1,000 tokens under 10,000 a second take
+// 2 s, the bucket's 10,000 at once and the rest as it refills. They all
+// went at once.
+func TestAConfiguredQuotaHoldsFromTheFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := polite.New(newStub(status(200)), polite.WithQuota(polite.UnitTokens, 10000, time.Second),
+			polite.WithAdaptive(polite.AdaptiveOff))
+		start := time.Now()
+		for range 30 {
+			resp, err := roundTrip(t, tr, costRequest(t, t.Context(), "http://api.test/", 1000))
+			require.NoError(t, err)
+			readBody(t, resp)
+		}
+		assert.Equal(t, 2*time.Second, time.Since(start))
+	})
+}

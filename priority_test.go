@@ -332,6 +332,45 @@ func TestTenantsShareAKeyByTheirWeights(t *testing.T) {
 	})
 }
 
+// On a quota in tokens, tenants share the tokens, not the calls: a
+// tenant whose calls cost ten times another's gets a tenth as many calls
+// through, the same tokens. By calls, it took ten elevenths of them.
+func TestTenantsShareTheTokensOfACostQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		tokens := map[string]float64{} // sent after the bucket's first 10,000, which go by arrival
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Since(start) >= time.Second {
+				mu.Lock()
+				tokens[r.URL.Path] += map[string]float64{"/large": 1000, "/small": 100}[r.URL.Path]
+				mu.Unlock()
+			}
+			return instantOK(r)
+		})
+		tr := polite.New(next, polite.WithQuota(polite.UnitTokens, 10000, time.Second), polite.WithAdaptive(polite.AdaptiveOff))
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, tenant := range []struct {
+			path   string
+			tokens float64
+		}{{"/large", 1000}, {"/small", 100}} {
+			tctx := polite.ContextWithCost(polite.ContextWithTenant(ctx, tenant.path), polite.Cost{Tokens: tenant.tokens})
+			for range 500 {
+				wg.Go(func() { _ = getPath(t, tr, tctx, tenant.path) })
+			}
+		}
+		time.Sleep(5 * time.Second)
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("tokens from 1 to 5 s: %v", tokens)
+		assert.InDelta(t, 40000, tokens["/large"]+tokens["/small"], 1000, "the quota used whole")
+		assert.InDelta(t, 0.5, tokens["/large"]/(tokens["/large"]+tokens["/small"]), 0.05, "each tenant half the tokens")
+	})
+}
+
 // WithPriority gives each request a default by what it is; a priority in
 // its context wins over it.
 func TestWithPriorityGivesADefaultByRequest(t *testing.T) {

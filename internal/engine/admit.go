@@ -128,7 +128,14 @@ func (e *Engine) admitLocal(c *Call) error {
 func (e *Engine) admitQuotas(c *Call) error {
 	k := c.state(e)
 	if k == nil {
-		return nil
+		if !c.costly() {
+			return nil
+		}
+		// A call with a cost is held to the quotas from the first: a
+		// quota configured (WithQuota) is known before any answer, and a
+		// key with no state of its own let every call through it (30
+		// calls of 1,000 tokens at once, under 10,000 a second).
+		k = c.need(e)
 	}
 	if q := k.quotaFor(c.Route); q != nil {
 		if err := q.Admit(&c.Waiter, e.share(k), e.cfg.Fleet != nil); err != nil {

@@ -56,6 +56,10 @@ type Place struct {
 	// Class is how its priority shares the turns with the others waiting
 	// (see Queue).
 	Class Class
+	// Size is how much of the gate's quota the attempt takes, for its
+	// tenant's share: 1 (a turn) if 0; the costs' queue counts a call's
+	// cost, so that tenants share tokens, not calls.
+	Size float64
 }
 
 // A Class is how the attempts of one priority share a gate's turns with

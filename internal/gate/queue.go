@@ -42,8 +42,9 @@ const maxFloor = 0.95
 // The tenants' shares, within a priority: start-time fair queueing. Each
 // attempt is tagged with a start, the later of its priority's virtual time
 // (the start of the last attempt served there) and the end of its tenant's
-// last attempt; its tenant's end moves on by 1/weight; attempts go in
-// order of their starts, then arrival. Tenants that all have work waiting
+// last attempt; its tenant's end moves on by its size (Place.Size: a turn,
+// or its cost) over its weight; attempts go in order of their starts,
+// then arrival. Tenants that all have work waiting
 // get turns in the ratio of their weights; one that has none takes
 // nothing, and its share goes to the others (work-conserving); one that
 // comes back starts at the virtual time, with nothing banked. The
@@ -98,7 +99,7 @@ func (q *Queue[T]) PushBack(v T, pl Place) (t *Ticket[T], ahead int) {
 	if c.ends == nil {
 		c.ends = make(map[string]float64, 1)
 	}
-	c.ends[pl.Tenant] = start + 1/weight(pl.Weight)
+	c.ends[pl.Tenant] = start + size(pl.Size)/weight(pl.Weight)
 	c.share = pl.Class
 	t = &Ticket[T]{wake: make(chan struct{}, 1), Value: v, in: true, prio: pl.Priority, start: start, tenant: pl.Tenant}
 	after, behind := q.before(pl.Priority, start)
@@ -116,6 +117,15 @@ func weight(w float64) float64 {
 		return 1
 	}
 	return w
+}
+
+// size returns s as an attempt's size: 1 if it is no positive finite
+// number.
+func size(s float64) float64 {
+	if !(s > 0) || s > 1e12 {
+		return 1
+	}
+	return s
 }
 
 // before returns the ticket after which an attempt of priority p whose

@@ -33,7 +33,9 @@ func (cs *Costs) Admit(w *gate.Waiter, cost units.Vec, retry bool) (*Hold, error
 		t = cs.queue.PushFront(cost, w.Priority)
 	} else {
 		judged = cs.waitLocked(now, cs.queuedLocked(cost, w.Priority), cost)
-		t, _ = cs.queue.PushBack(cost, w.Place)
+		pl := w.Place
+		pl.Size = cs.sizeLocked(cost)
+		t, _ = cs.queue.PushBack(cost, pl)
 	}
 	cs.mu.Unlock()
 	taken := false
@@ -107,4 +109,20 @@ func (cs *Costs) Booked(w *gate.Waiter, cost units.Vec) ([]fleetapi.Cost, error)
 		return nil, err
 	}
 	return cs.fleetCosts(cost), nil
+}
+
+// sizeLocked returns cost as its part of the quotas, for its tenant's
+// share of the queue (see gate.Place.Size): the largest of its amounts
+// over their buckets' limits, so that tenants share tokens and points,
+// not calls (a tenant's call of 10,000 tokens weighs ten of 1,000); 0
+// (a turn) while no limit it takes from is known. It requires cs.mu
+// held.
+func (cs *Costs) sizeLocked(cost units.Vec) float64 {
+	size := 0.0
+	for u, b := range cs.units {
+		if b.known && b.limit > 0 && cost[u] > 0 {
+			size = max(size, cost[u]/b.limit)
+		}
+	}
+	return size
 }

@@ -34,6 +34,11 @@ func TestDebugQuality(t *testing.T) {
 	}
 	loaded, _ := time.ParseDuration(cmp.Or(os.Getenv("QLOADED"), "0s"))
 	scenarios := append(benchScenarios(length), lastMileScenarios(length)...)
+	if workers, _ := strconv.Atoi(os.Getenv("QW")); workers > 0 { // a backlog of so many callers
+		for i := range scenarios {
+			scenarios[i].workers = workers
+		}
+	}
 	if loaded > 0 {
 		for i := range scenarios {
 			scenarios[i].loaded, scenarios[i].latency = loaded, 10*time.Millisecond

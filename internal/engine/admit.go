@@ -35,7 +35,7 @@ import (
 // mechanism, rather than through a list of interfaces: a call through an
 // interface would move each call's state to the heap.
 func (e *Engine) Admit(c *Call) error {
-	c.gen, c.shared, c.booked = 0, false, false
+	c.gen, c.shared, c.booked, c.alone = 0, false, false, false
 	if err := e.admit(c); err != nil {
 		c.Drop()
 		return err
@@ -138,7 +138,10 @@ func (e *Engine) admitQuotas(c *Call) error {
 		k = c.need(e)
 	}
 	if q := k.quotaFor(c.Route); q != nil {
-		if err := q.Admit(&c.Waiter, e.share(k), e.cfg.Fleet != nil); err != nil {
+		// In a fleet the quota's rate paces the whole fleet through its
+		// store; while the store cannot answer, the quota paces this
+		// process's share itself.
+		if err := q.Admit(&c.Waiter, e.share(k), e.cfg.Fleet != nil && !c.alone); err != nil {
 			return err
 		}
 		c.quota = q

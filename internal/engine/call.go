@@ -46,6 +46,7 @@ type Call struct {
 	slot   *pace.Slots  // the slot it holds among the key's requests in flight
 	gen    uint64       // the fleet's controller generation it was booked under
 	shared bool         // the fleet's shared controller paced it
+	alone  bool         // the fleet could not answer, and the process paced it alone
 	booked bool         // the fleet booked its cost with its send
 
 	// What the attempt's sending told (see Sending).

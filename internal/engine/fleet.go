@@ -60,7 +60,12 @@ func (e *Engine) admitFleet(c *Call) error {
 	if err != nil {
 		return err
 	}
-	if perSecond == 0 && !shared {
+	if perSecond == 0 && (!shared || c.alone) {
+		// No rate the fleet keeps to: the key's own controller paces this
+		// process, as if it were alone; so does it while the fleet cannot
+		// answer, with its shared controller's rate out of reach (a
+		// breaker opened at a fleet's start, under 10,000 callers, sent
+		// every call unpaced: 80% refused by tollbooth).
 		if err := e.pace(c, k); err != nil {
 			return err
 		}
@@ -136,6 +141,7 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 		if c.Ctx.Err() != nil {
 			return false, context.Cause(c.Ctx)
 		}
+		c.alone = c.alone || key != globalKey
 		members := float64(fk.Members(f.Size()))
 		var heard time.Duration
 		owe := 0
@@ -150,6 +156,7 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 		fk.Booked(now, g, r.Owed, own, perSecond/members, float64(burst)/members)
 	}
 	if key != globalKey {
+		c.alone = false // booked by the fleet, after all
 		c.gen = g.Gen
 		c.booked = c.Costed && g.Granted && len(r.Costs) > 0
 	}

@@ -257,7 +257,9 @@ func (q *Quota) reserveLocked(now time.Time, share float64, fleet, take bool) (w
 	if !q.bound.IsZero() && !now.Before(q.bound) && q.boundSent == 0 {
 		q.boundSent = max(q.sends.Load(), 1) // what is sent from here on goes after the bound
 	}
-	ceiling := q.paceLocked(false)
+	// Its share of the quota's rate: a process alone, the whole; in a
+	// fleet whose store cannot answer, its part (see fleetgate).
+	ceiling := q.paceLocked(false) * min(max(share, 0), 1)
 	if fleet {
 		ceiling = 0
 	}

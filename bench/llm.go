@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/politehttp/polite/internal/llmfake"
 )
 
 // llmOptions is what the command line asks of the LLM bench.
@@ -83,16 +85,10 @@ func llmMain(o llmOptions) int {
 // loopback port, in real time.
 func runLoopback(d llmDialect, c llmClient, cfg llmConfig) (llmResult, error) {
 	api := d.newAPI(cfg.period)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	base, stop, err := serveLLM(api)
 	if err != nil {
 		return llmResult{}, err
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln) // ErrServerClosed once Close is called
-	}()
 	tr := newTransport(cfg.workers)
 	var closers []func()
 	defer func() {
@@ -102,11 +98,29 @@ func runLoopback(d llmDialect, c llmClient, cfg llmConfig) (llmResult, error) {
 	}()
 	rt := c.build(tr, llmClientConfig{dialect: d, period: cfg.period, fleet: cfg.fleet, redis: cfg.redis,
 		cleanup: func(f func()) { closers = append(closers, f) }})
-	rec := runLLM(api, d, &http.Client{Transport: rt}, "http://"+ln.Addr().String(), cfg)
+	rec := runLLM(api, d, &http.Client{Transport: rt}, base, cfg)
 	tr.CloseIdleConnections()
-	// The generations still running are cut short with their connections:
-	// their decisions came after the run and are not recorded.
-	err = srv.Close()
-	<-served
-	return summarizeLLM(d, c.name, cfg, rec), err
+	return summarizeLLM(d, c.name, cfg, rec), stop()
+}
+
+// serveLLM serves api on a loopback port, and returns its base URL (its
+// scheme and host) and what stops it. Stopping it cuts the generations
+// still running short with their connections: their decisions come after
+// the run and are not recorded.
+func serveLLM(api *llmfake.API) (base string, stop func() error, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln) // ErrServerClosed once Close is called
+	}()
+	return "http://" + ln.Addr().String(), func() error {
+		err := srv.Close()
+		<-served
+		return err
+	}, nil
 }

@@ -148,11 +148,8 @@ func runLLM(api *llmfake.API, d llmDialect, hc *http.Client, base string, cfg ll
 	mix := llmfake.NewMix(cfg.seed, int(d.tpm), cfg.tooLarge)
 	url := base + d.path
 	start := time.Now()
-	end := start.Add(cfg.duration)
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := time.AfterFunc(cfg.duration, cancel) // a plain cancel, not a deadline: no call fails for the run's end
-	defer stop.Stop()
-	defer cancel()
+	ctx, end, stop := runClock(start, cfg.duration)
+	defer stop()
 
 	var mu sync.Mutex // guards mix, next and calls
 	next := 0

@@ -44,8 +44,13 @@ func main() {
 	tooLarge := flag.Bool("too-large", true, "with -llm: 1% of requests larger than the server's token limit")
 	priorities := flag.Bool("priorities", false, "run the priority scenario (a backlog of batch calls, an interactive call every 200 ms) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	prioritiesFleet := flag.Bool("priorities-fleet", false, "run the priority scenario across a fleet of -fleet processes (the batch calls through all but the last, the interactive ones through the last) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
+	tenants := flag.Bool("tenants", false, "run the tenant scenario (three tenants of weights 1:2:5, backlogged, the last idle from the run's middle) on -servers (default tollbooth,nginx,haproxy)")
+	prioritiesLLM := flag.Bool("priorities-llm", false, "run the LLM priority scenario (chat calls and a batch backlog on one token quota of the fake OpenAI API), with and without priorities; -period defaults to 10s")
 	flag.Parse()
 
+	if *prioritiesLLM {
+		os.Exit(benchPrioritiesLLM(*period, *duration, *deadline))
+	}
 	if *llm {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -90,6 +95,9 @@ func main() {
 			os.Exit(benchPrioritiesFleet(srvs, cfg))
 		}
 		os.Exit(benchPriorities(srvs, cfg))
+	}
+	if *tenants {
+		os.Exit(benchTenants(scenarioServers(*serverList, srvs), cfg))
 	}
 	if *headers {
 		if err := printSamples(os.Stdout, srvs, cfg); err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,22 +66,13 @@ func benchPrioritiesLLM(period, duration, deadline time.Duration) int {
 	}
 	d := llmDialects()[0]
 	cfg := llmConfig{period: period, duration: duration, workers: llmBatchCallers, deadline: deadline, seed: 1}
-	var results []llmPriorityResult
-	for _, prioritized := range []bool{false, true} {
-		name := "polite-cost (no priorities)"
-		if prioritized {
-			name = "polite-cost (priorities)"
-		}
-		fmt.Fprintf(os.Stderr, "%s × %s: ", d.name, name)
+	results := withAndWithout([]string{d.name}, "polite-cost", "priorities", func(_ int, prioritized bool, client string) llmPriorityResult {
 		r := runPrioritiesLLM(d, prioritized, cfg)
-		r.client = name
-		if r.err != nil {
-			fmt.Fprintf(os.Stderr, "error: %v\n", r.err)
-		} else {
-			fmt.Fprintf(os.Stderr, "%.3f of the token quota, %d chat calls, %d failed\n", r.sum.Use, r.chats, r.failed)
-		}
-		results = append(results, r)
-	}
+		r.client = client
+		return r
+	}, func(r llmPriorityResult) (string, error) {
+		return fmt.Sprintf("%.3f of the token quota, %d chat calls, %d failed", r.sum.Use, r.chats, r.failed), r.err
+	})
 	window := (duration - period).Seconds()
 	rows := make([]scenarioRow, len(results))
 	for i, r := range results {

@@ -136,3 +136,38 @@ func runClock(from time.Time, d time.Duration) (ctx context.Context, end time.Ti
 		cancel()
 	}
 }
+
+// withAndWithout runs a scenario on each of targets (the servers', or the
+// fake's, names), first with base told nothing of what the scenario
+// measures, then told it (told): its clients are named base+" (no
+// "+what+")" and base+" ("+what+")". It tells each run's progress on
+// stderr: done returns what a run came to, or the error it failed with.
+func withAndWithout[R any](targets []string, base, what string, run func(i int, told bool, client string) R, done func(R) (string, error)) []R {
+	var results []R
+	for i, target := range targets {
+		for _, told := range []bool{false, true} {
+			client := base + " (no " + what + ")"
+			if told {
+				client = base + " (" + what + ")"
+			}
+			fmt.Fprintf(os.Stderr, "%s × %s: ", target, client)
+			r := run(i, told, client)
+			if line, err := done(r); err != nil {
+				fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			} else {
+				fmt.Fprintln(os.Stderr, line)
+			}
+			results = append(results, r)
+		}
+	}
+	return results
+}
+
+// serverNames returns the names of srvs.
+func serverNames(srvs []server) []string {
+	ns := make([]string, len(srvs))
+	for i, s := range srvs {
+		ns[i] = s.name
+	}
+	return ns
+}

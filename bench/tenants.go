@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +18,9 @@ import (
 // never empties (tenantBacklog callers each, each sending again as soon
 // as its last call ends, no deadline). At the run's middle the tenant of
 // weight 5 goes idle: its callers give up their calls, waiting or not,
-// and make no more. polite is told the weights (WithTenantWeight), and
-// each call its tenant (ContextWithTenant).
+// and make no more. Two clients: polite told nothing of the tenants (its
+// calls go in order of arrival), and polite told the weights
+// (WithTenantWeight) and each call's tenant (ContextWithTenant).
 const tenantBacklog = 1000
 
 // tenantWeights are the scenario's tenants and their weights; the last
@@ -40,7 +40,7 @@ const (
 
 // tenantResult is one run of the tenant scenario.
 type tenantResult struct {
-	server                string
+	server, client        string
 	utilization, rejected float64
 	calls, failed         int       // calls that ended in the run (but those cut by the run's end or the idle tenant's stop), those that failed
 	before, after         []int     // each tenant's sends before the idle point, and after it
@@ -52,25 +52,20 @@ type tenantResult struct {
 // benchTenants runs the tenant scenario on each server, prints a table,
 // and returns the exit status.
 func benchTenants(srvs []server, cfg runConfig) int {
-	var results []tenantResult
-	for _, s := range srvs {
-		fmt.Fprintf(os.Stderr, "%s × polite (tenants): ", s.name)
-		r := runTenants(s, cfg)
-		r.server = s.name
-		if r.err != nil {
-			fmt.Fprintf(os.Stderr, "error: %v\n", r.err)
-		} else {
-			fmt.Fprintf(os.Stderr, "utilization %.2f, sends before %v, after %v\n", r.utilization, r.before, r.after)
-		}
-		results = append(results, r)
-	}
+	results := withAndWithout(serverNames(srvs), "polite", "tenants", func(i int, told bool, client string) tenantResult {
+		r := runTenants(srvs[i], told, cfg)
+		r.server, r.client = srvs[i].name, client
+		return r
+	}, func(r tenantResult) (string, error) {
+		return fmt.Sprintf("utilization %.2f, sends before %v, after %v", r.utilization, r.before, r.after), r.err
+	})
 	var weights []string
 	for _, t := range tenantWeights {
 		weights = append(weights, fmt.Sprintf("%s %g", t.name, t.weight))
 	}
 	rows := make([]scenarioRow, len(results))
 	for i, r := range results {
-		rows[i] = scenarioRow{cells: []string{r.server}, err: r.err}
+		rows[i] = scenarioRow{cells: []string{r.server, r.client}, err: r.err}
 		if r.err != nil {
 			continue
 		}
@@ -84,8 +79,8 @@ func benchTenants(srvs []server, cfg runConfig) int {
 	}
 	return writeScenario(fmt.Sprintf("%v per run, L = %v requests/s, tenants of weights %s, %d callers each, the last idle from %v",
 		cfg.duration, cfg.limit, strings.Join(weights, ", "), tenantBacklog, cfg.duration/2),
-		[]string{"server", "utilization", "rejected", "calls", "failed", "share a (1)", "share b (2)", "share c (5)", "after: a", "after: b", "taken over in"},
-		func(i int) bool { return i >= 1 }, rows)
+		[]string{"server", "client", "utilization", "rejected", "calls", "failed", "share a (1)", "share b (2)", "share c (5)", "after: a", "after: b", "taken over in"},
+		func(i int) bool { return i >= 2 }, rows)
 }
 
 // shareCell returns tenant i's share of sends, of the first n tenants,
@@ -102,7 +97,7 @@ func shareCell(sends []int, i, n int) string {
 }
 
 // tenantSends is a RoundTripper under polite that records when each
-// attempt polite sends leaves, and its tenant.
+// attempt polite sends leaves, and its tenant (see tenantKey).
 type tenantSends struct {
 	next  http.RoundTripper
 	mu    sync.Mutex
@@ -118,19 +113,21 @@ type tenantSend struct {
 
 // RoundTrip records req's send and sends it.
 func (l *tenantSends) RoundTrip(req *http.Request) (*http.Response, error) {
-	name, _ := polite.TenantFromContext(req.Context())
-	i := 0
-	for i < len(tenantWeights)-1 && tenantWeights[i].name != name {
-		i++
-	}
+	i, _ := req.Context().Value(tenantKey{}).(int)
 	l.mu.Lock()
 	l.sends = append(l.sends, tenantSend{at: time.Now(), tenant: i})
 	l.mu.Unlock()
 	return l.next.RoundTrip(req)
 }
 
-// runTenants runs the tenant scenario once against a fresh instance of s.
-func runTenants(s server, cfg runConfig) tenantResult {
+// tenantKey is the context key of a call's tenant, its index in
+// tenantWeights, for the bench's own count of the sends, whether polite
+// is told the tenant or not.
+type tenantKey struct{}
+
+// runTenants runs the tenant scenario once against a fresh instance of s:
+// told, polite is told the tenants' weights and each call's tenant.
+func runTenants(s server, told bool, cfg runConfig) tenantResult {
 	sc, err := startScenario(s, cfg)
 	if err != nil {
 		return tenantResult{err: err}
@@ -146,23 +143,33 @@ func runTenants(s server, cfg runConfig) tenantResult {
 	}))}
 	r := tenantResult{idle: sc.inst.origin.Add(cfg.duration / 2)}
 	var calls, failed atomic.Int64
+	ctxs := make([]context.Context, len(tenantWeights))
 	for i, t := range tenantWeights {
-		ctx := polite.ContextWithTenant(sc.ctx, t.name)
-		if i == len(tenantWeights)-1 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			idle := time.AfterFunc(time.Until(r.idle), cancel)
-			defer idle.Stop()
+		ctxs[i] = context.WithValue(sc.ctx, tenantKey{}, i)
+		if told {
+			ctxs[i] = polite.ContextWithTenant(ctxs[i], t.name)
 		}
-		sc.backlog(ctx, tenantBacklog, hc, func(ok bool, err error) {
-			if !time.Now().Before(sc.end) || err != nil && ctx.Err() != nil {
-				return // cut by the run's end or the tenant's going idle, not failed
-			}
-			calls.Add(1)
-			if !ok {
-				failed.Add(1)
-			}
-		})
+	}
+	idleCtx, idle := context.WithCancel(ctxs[len(ctxs)-1])
+	defer idle()
+	ctxs[len(ctxs)-1] = idleCtx
+	idleTimer := time.AfterFunc(time.Until(r.idle), idle)
+	defer idleTimer.Stop()
+	// The tenants' callers start in turn, one of each at a time, so that
+	// in order of arrival too each tenant has a third of the calls waiting
+	// from the start.
+	for range tenantBacklog {
+		for _, ctx := range ctxs {
+			sc.backlog(ctx, 1, hc, func(ok bool, err error) {
+				if !time.Now().Before(sc.end) || err != nil && ctx.Err() != nil {
+					return // cut by the run's end or the tenant's going idle, not failed
+				}
+				calls.Add(1)
+				if !ok {
+					failed.Add(1)
+				}
+			})
+		}
 	}
 	sum, err := sc.finish(cfg)
 	if err != nil {

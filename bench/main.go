@@ -13,6 +13,9 @@
 //	         [-limit 100] [-check] [-json FILE] [-headers]
 //	go run . -llm [-dialects a,b] [-clients a,b] [-period 1m] [-duration 4m]
 //	         [-workers 64] [-deadline 2m] [-too-large] [-check] [-json FILE]
+//	go run . -priorities|-priorities-fleet|-tenants [-duration 8s] [-servers a,b]
+//	         [-limit 100] [-deadline 10s] [-fleet 4]
+//	go run . -priorities-llm [-period 10s] [-duration 60s] [-deadline 10s]
 package main
 
 import (
@@ -44,7 +47,7 @@ func main() {
 	tooLarge := flag.Bool("too-large", true, "with -llm: 1% of requests larger than the server's token limit")
 	priorities := flag.Bool("priorities", false, "run the priority scenario (a backlog of batch calls, an interactive call every 200 ms) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	prioritiesFleet := flag.Bool("priorities-fleet", false, "run the priority scenario across a fleet of -fleet processes (the batch calls through all but the last, the interactive ones through the last) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
-	tenants := flag.Bool("tenants", false, "run the tenant scenario (three tenants of weights 1:2:5, backlogged, the last idle from the run's middle) on -servers (default tollbooth,nginx,haproxy)")
+	tenants := flag.Bool("tenants", false, "run the tenant scenario (three tenants of weights 1:2:5, backlogged, the last idle from the run's middle) on -servers (default tollbooth,nginx,haproxy), without and with the tenants told")
 	prioritiesLLM := flag.Bool("priorities-llm", false, "run the LLM priority scenario (chat calls and a batch backlog on one token quota of the fake OpenAI API), with and without priorities; -period defaults to 10s")
 	flag.Parse()
 
@@ -85,18 +88,12 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if *priorities || *prioritiesFleet {
-		if *serverList == "" {
-			if srvs, err = pick("tollbooth,nginx,haproxy", servers(), serverName); err != nil {
-				fail(err)
-			}
-		}
-		if *prioritiesFleet {
-			os.Exit(benchPrioritiesFleet(srvs, cfg))
-		}
-		os.Exit(benchPriorities(srvs, cfg))
-	}
-	if *tenants {
+	switch {
+	case *priorities:
+		os.Exit(benchPriorities(scenarioServers(*serverList, srvs), cfg))
+	case *prioritiesFleet:
+		os.Exit(benchPrioritiesFleet(scenarioServers(*serverList, srvs), cfg))
+	case *tenants:
 		os.Exit(benchTenants(scenarioServers(*serverList, srvs), cfg))
 	}
 	if *headers {

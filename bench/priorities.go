@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,64 +47,46 @@ type priorityResult struct {
 // its two clients, prints a table, and returns the exit status.
 func benchPriorities(srvs []server, cfg runConfig) int {
 	results := eachPriorityRun(srvs, "polite", func(s server, prioritized bool) priorityResult {
-		return runPriorities(s, prioritized, cfg)
+		return runPriorities(s, prioritized, cfg, priorityBacklog, onePolite)
 	})
-	fmt.Printf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)\n\n",
-		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline)
-	return printPriorities(results, cfg, false)
+	return printPriorities(fmt.Sprintf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)",
+		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline), results, cfg, false)
 }
 
 // eachPriorityRun runs the priority scenario on each server with client,
-// first with every call at the default priority, then with priorities,
-// telling of each run on stderr.
+// first with every call at the default priority, then with priorities
+// (withAndWithout).
 func eachPriorityRun(srvs []server, client string, run func(s server, prioritized bool) priorityResult) []priorityResult {
-	var results []priorityResult
-	for _, s := range srvs {
-		for _, prioritized := range []bool{false, true} {
-			name := client + " (no priorities)"
-			if prioritized {
-				name = client + " (priorities)"
-			}
-			fmt.Fprintf(os.Stderr, "%s × %s: ", s.name, name)
-			r := run(s, prioritized)
-			r.server, r.client = s.name, name
-			if r.err != nil {
-				fmt.Fprintf(os.Stderr, "error: %v\n", r.err)
-			} else {
-				fmt.Fprintf(os.Stderr, "utilization %.2f, %d interactive calls, %d failed\n", r.utilization, r.interactive, r.failed)
-			}
-			results = append(results, r)
-		}
-	}
-	return results
+	return withAndWithout(serverNames(srvs), client, "priorities", func(i int, prioritized bool, name string) priorityResult {
+		r := run(srvs[i], prioritized)
+		r.server, r.client = srvs[i].name, name
+		return r
+	}, func(r priorityResult) (string, error) {
+		return fmt.Sprintf("utilization %.2f, %d interactive calls, %d failed", r.utilization, r.interactive, r.failed), r.err
+	})
 }
 
-// printPriorities prints the table of the priority scenario's results,
-// with the Redis script calls per request if calls, and returns the exit
-// status: 1 if a run failed.
-func printPriorities(results []priorityResult, cfg runConfig, calls bool) int {
-	head, rule, empty := "", "", ""
+// printPriorities prints the table of the priority scenario's results
+// after heading, with the Redis script calls per request if calls, and
+// returns the exit status: 1 if a run failed.
+func printPriorities(heading string, results []priorityResult, cfg runConfig, calls bool) int {
+	header := []string{"server", "client", "utilization", "rejected", "interactive calls", "failed", "wait p50", "wait p99", "wait max", "batch/s"}
 	if calls {
-		head, rule, empty = " script calls/request |", " -------------------: |", " |"
+		header = append(header, "script calls/request")
 	}
-	fmt.Println("| server | client | utilization | rejected | interactive calls | failed | wait p50 | wait p99 | wait max | batch/s |" + head)
-	fmt.Println("| ------ | ------ | ----------: | -------: | ----------------: | -----: | -------: | -------: | -------: | ------: |" + rule)
-	status := 0
-	for _, r := range results {
+	return writeScenario(heading, header, func(i int) bool { return i >= 2 }, results, func(r priorityResult) ([]string, error) {
+		cells := []string{r.server, r.client}
 		if r.err != nil {
-			fmt.Printf("| %s | %s | | | | | | | | error: %v |%s\n", r.server, r.client, r.err, empty)
-			status = 1
-			continue
+			return cells, r.err
 		}
-		fmt.Printf("| %s | %s | %.2f | %s | %d | %d | %s | %s | %s | %.1f |", r.server, r.client, r.utilization,
-			percent(r.rejected), r.interactive, r.failed, quantile(r.waits, 0.5), quantile(r.waits, 0.99),
-			quantile(r.waits, 1), float64(r.batch)/cfg.duration.Seconds())
+		cells = append(cells, fmt.Sprintf("%.2f", r.utilization), percent(r.rejected), strconv.Itoa(r.interactive),
+			strconv.Itoa(r.failed), quantile(r.waits, 0.5), quantile(r.waits, 0.99), quantile(r.waits, 1),
+			fmt.Sprintf("%.1f", float64(r.batch)/cfg.duration.Seconds()))
 		if calls {
-			fmt.Printf(" %.2f |", r.scriptCalls)
+			cells = append(cells, fmt.Sprintf("%.2f", r.scriptCalls))
 		}
-		fmt.Println()
-	}
-	return status
+		return cells, nil
+	})
 }
 
 // quantile returns the q-quantile of sorted durations, rounded, or "-".
@@ -116,97 +98,70 @@ func quantile(sorted []time.Duration, q float64) string {
 	return sorted[i].Round(time.Millisecond).String()
 }
 
-// runPriorities runs the priority scenario once against a fresh instance
-// of s: prioritized, the interactive and batch calls say their
-// priorities; otherwise every call has the default one.
-func runPriorities(s server, prioritized bool, cfg runConfig) priorityResult {
-	return runPrioritiesWith(s, prioritized, cfg, priorityBacklog, func(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
-		hc := &http.Client{Transport: polite.New(tr)}
-		return hc, hc, func() {}
-	})
-}
-
 // priorityClients returns the clients of a run of the priority scenario,
 // sending through tr: that of the batch calls and that of the interactive
 // ones (one client, or the processes of a fleet), and what closes them at
 // the run's end. origin is the run's start.
 type priorityClients func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func())
 
-// runPrioritiesWith is runPriorities with the clients clients returns,
-// and backlog batch callers.
-func runPrioritiesWith(s server, prioritized bool, cfg runConfig, backlog int, clients priorityClients) priorityResult {
-	prof := s.profile(cfg.limit)
-	inst, err := s.start(serverConfig{limit: cfg.limit, duration: cfg.duration, profile: prof})
+// onePolite is the priority scenario's clients in one process: one polite
+// Transport with the defaults for the batch and the interactive calls.
+func onePolite(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
+	hc := &http.Client{Transport: polite.New(tr)}
+	return hc, hc, func() {}
+}
+
+// priorityContexts returns the contexts of a run's batch and interactive
+// calls, under ctx: prioritized, at PriorityBatch and
+// PriorityInteractive; otherwise both ctx, at the default priority.
+func priorityContexts(ctx context.Context, prioritized bool) (batch, interactive context.Context) {
+	if !prioritized {
+		return ctx, ctx
+	}
+	return polite.ContextWithPriority(ctx, polite.PriorityBatch), polite.ContextWithPriority(ctx, polite.PriorityInteractive)
+}
+
+// runPriorities runs the priority scenario once against a fresh instance
+// of s, with backlog batch callers and the clients clients returns:
+// prioritized, the interactive and batch calls say their priorities;
+// otherwise every call has the default one.
+func runPriorities(s server, prioritized bool, cfg runConfig, backlog int, clients priorityClients) priorityResult {
+	sc, err := startScenario(s, cfg)
 	if err != nil {
 		return priorityResult{err: err}
 	}
-	tr := newTransport(32)
-	batchHC, interactiveHC, closeClients := clients(tr, inst.origin)
+	batchHC, interactiveHC, closeClients := clients(sc.tr, sc.inst.origin)
 	defer closeClients()
-	end := inst.origin.Add(cfg.duration)
-	ctx, cancel := context.WithCancel(context.Background())
-	stopTimer := time.AfterFunc(time.Until(end), cancel)
-
-	batchCtx, interactiveCtx := ctx, ctx
-	if prioritized {
-		batchCtx = polite.ContextWithPriority(ctx, polite.PriorityBatch)
-		interactiveCtx = polite.ContextWithPriority(ctx, polite.PriorityInteractive)
-	}
+	batchCtx, interactiveCtx := priorityContexts(sc.ctx, prioritized)
 	var batch atomic.Int64
-	var wg sync.WaitGroup
-	for range backlog {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				if ok, _ := call(batchCtx, batchHC, inst.url, 0); ok && time.Now().Before(end) {
-					batch.Add(1)
-				}
-			}
-		})
-	}
+	sc.backlog(batchCtx, backlog, batchHC, func(ok bool, _ error) {
+		if ok && time.Now().Before(sc.end) {
+			batch.Add(1)
+		}
+	})
 	var mu sync.Mutex
 	var r priorityResult
-	tick := time.NewTicker(interactiveEvery)
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-			wg.Go(func() {
-				began := time.Now()
-				ok, err := call(interactiveCtx, interactiveHC, inst.url, cfg.deadline)
-				finished := time.Now()
-				if !finished.Before(end) && errors.Is(err, context.Canceled) {
-					return // cut by the run's end, not refused
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				r.interactive++
-				if !ok {
-					r.failed++
-					return
-				}
-				r.waits = append(r.waits, finished.Sub(began))
-			})
+	sc.every(interactiveEvery, func() {
+		began := time.Now()
+		ok, err := call(interactiveCtx, interactiveHC, sc.inst.url, cfg.deadline)
+		finished := time.Now()
+		if !finished.Before(sc.end) && errors.Is(err, context.Canceled) {
+			return // cut by the run's end, not refused
 		}
-	}
-	tick.Stop()
-	stopTimer.Stop()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(drainGrace):
-		r.err = fmt.Errorf("callers still busy %v after the run's end", drainGrace)
-	}
-	tr.CloseIdleConnections()
-	arrivals, stopErr := inst.stop()
-	if err := errors.Join(r.err, stopErr); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		r.interactive++
+		if !ok {
+			r.failed++
+			return
+		}
+		r.waits = append(r.waits, finished.Sub(began))
+	})
+	sum, err := sc.finish(cfg)
+	if err != nil {
 		return priorityResult{err: err}
 	}
-	sum := summarize(s.name, "polite", prof, inst.origin, cfg.duration, arrivals, nil)
-	r.utilization, r.rejected, r.batch, r.sent = sum.Utilization, sum.Rejected, int(batch.Load()), len(arrivals)
+	r.utilization, r.rejected, r.batch, r.sent = sum.Utilization, sum.Rejected, int(batch.Load()), sc.sent
 	slices.Sort(r.waits)
 	return r
 }

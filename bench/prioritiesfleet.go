@@ -44,7 +44,7 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
 		if err != nil {
 			return priorityResult{err: err}
 		}
-		r := runPrioritiesWith(s, prioritized, cfg, fleetPriorityBacklog, func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func()) {
+		r := runPriorities(s, prioritized, cfg, fleetPriorityBacklog, func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func()) {
 			return prioritiesFleet(tr, origin, cfg)
 		})
 		after, err := scriptCalls(rdb)
@@ -53,9 +53,8 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
 		}
 		return r
 	})
-	fmt.Printf("%v per run, L = %v requests/s, a fleet of %d processes: a backlog of %d batch calls through %d of them, an interactive call every %v (deadline %v) through the last\n\n",
-		cfg.duration, cfg.limit, cfg.fleet, fleetPriorityBacklog, cfg.fleet-1, interactiveEvery, cfg.deadline)
-	return printPriorities(results, cfg, true)
+	return printPriorities(fmt.Sprintf("%v per run, L = %v requests/s, a fleet of %d processes: a backlog of %d batch calls through %d of them, an interactive call every %v (deadline %v) through the last",
+		cfg.duration, cfg.limit, cfg.fleet, fleetPriorityBacklog, cfg.fleet-1, interactiveEvery, cfg.deadline), results, cfg, true)
 }
 
 // prioritiesFleet returns the clients of a run of the scenario: the batch

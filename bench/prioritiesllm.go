@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -74,19 +75,19 @@ func benchPrioritiesLLM(period, duration, deadline time.Duration) int {
 		return fmt.Sprintf("%.3f of the token quota, %d chat calls, %d failed", r.sum.Use, r.chats, r.failed), r.err
 	})
 	window := (duration - period).Seconds()
-	rows := make([]scenarioRow, len(results))
-	for i, r := range results {
-		rows[i] = scenarioRow{cells: []string{r.client}, err: r.err}
-		if r.err == nil {
-			rows[i].cells = append(rows[i].cells, fmt.Sprintf("%.3f", r.sum.Use), percent(r.sum.Refused), refusedCell(r.sum.RefusedBy),
-				strconv.Itoa(r.chats), strconv.Itoa(r.failed), strconv.Itoa(r.errors), quantile(r.waits, 0.5),
-				quantile(r.waits, 0.99), quantile(r.waits, 1), fmt.Sprintf("%.2f", float64(r.batch)/window))
+	row := func(r llmPriorityResult) ([]string, error) {
+		cells := []string{r.client}
+		if r.err != nil {
+			return cells, r.err
 		}
+		return append(cells, fmt.Sprintf("%.3f", r.sum.Use), percent(r.sum.Refused), refusedCell(r.sum.RefusedBy),
+			strconv.Itoa(r.chats), strconv.Itoa(r.failed), strconv.Itoa(r.errors), quantile(r.waits, 0.5),
+			quantile(r.waits, 0.99), quantile(r.waits, 1), fmt.Sprintf("%.2f", float64(r.batch)/window)), nil
 	}
 	return writeScenario(fmt.Sprintf("%v per run (the first %v left out), the fake %s: %.0f requests and %.0f tokens a period, %d batch callers, a chat call every %v (deadline %v)",
 		duration, period, d.name, d.rpm, d.tpm, llmBatchCallers, chatEvery, deadline),
 		[]string{"client", "token use", "refused", "refused by", "chat calls", "failed", "in caller's hands", "wait p50", "wait p99", "wait max", "batch/s"},
-		func(i int) bool { return i >= 1 && i != 3 }, rows)
+		func(i int) bool { return i >= 1 && i != 3 }, results, row)
 }
 
 // runPrioritiesLLM runs the LLM priority scenario once against a fresh
@@ -105,13 +106,9 @@ func runPrioritiesLLM(d llmDialect, prioritized bool, cfg llmConfig) llmPriority
 	url := base + d.path
 
 	start := time.Now()
-	ctx, end, stop := runClock(start, cfg.duration)
-	defer stop()
-	batchCtx, chatCtx := ctx, ctx
-	if prioritized {
-		batchCtx = polite.ContextWithPriority(ctx, polite.PriorityBatch)
-		chatCtx = polite.ContextWithPriority(ctx, polite.PriorityInteractive)
-	}
+	cs := startCallers(start, cfg.duration)
+	defer cs.stop()
+	batchCtx, chatCtx := priorityContexts(cs.ctx, prioritized)
 
 	var mu sync.Mutex // guards batchMix, next, calls and chat
 	batchMix, chatMix := llmfake.NewMix(cfg.seed, int(d.tpm), false), llmfake.NewMix(chatSeed, int(d.tpm), false)
@@ -126,32 +123,17 @@ func runPrioritiesLLM(d llmDialect, prioritized bool, cfg llmConfig) llmPriority
 		chat[c.id] = isChat
 		mu.Unlock()
 		callLLM(ctx, hc, url, d, deadline, &c)
-		c.cut = !c.end.Before(end) || c.err != nil && ctx.Err() != nil
+		c.cut = !c.end.Before(cs.end) || c.err != nil && ctx.Err() != nil
 		mu.Lock()
 		calls = append(calls, c)
 		mu.Unlock()
 	}
-	var wg sync.WaitGroup
-	for range llmBatchCallers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				one(batchCtx, batchMix.Next, false, 0)
-			}
-		})
-	}
-	tick := time.NewTicker(chatEvery)
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-			wg.Go(func() { one(chatCtx, func() llmfake.Draw { return smallDraw(chatMix) }, true, cfg.deadline) })
-		}
-	}
-	tick.Stop()
-	wg.Wait()
+	cs.loop(cs.ctx, llmBatchCallers, func() { one(batchCtx, batchMix.Next, false, 0) })
+	cs.every(chatEvery, func() { one(chatCtx, func() llmfake.Draw { return smallDraw(chatMix) }, true, cfg.deadline) })
+	waitErr := cs.wait()
 	tr.CloseIdleConnections()
 	r := summarizePrioritiesLLM(d, cfg, llmRecord{start: start, calls: calls, decisions: rec.close()}, chat)
-	r.err = stopServer()
+	r.err = errors.Join(waitErr, stopServer())
 	return r
 }
 

@@ -63,24 +63,23 @@ func benchTenants(srvs []server, cfg runConfig) int {
 	for _, t := range tenantWeights {
 		weights = append(weights, fmt.Sprintf("%s %g", t.name, t.weight))
 	}
-	rows := make([]scenarioRow, len(results))
-	for i, r := range results {
-		rows[i] = scenarioRow{cells: []string{r.server, r.client}, err: r.err}
+	row := func(r tenantResult) ([]string, error) {
+		cells := []string{r.server, r.client}
 		if r.err != nil {
-			continue
+			return cells, r.err
 		}
 		took := "never"
 		if !r.takeover.IsZero() {
 			took = r.takeover.Sub(r.idle).Round(time.Millisecond).String()
 		}
-		rows[i].cells = append(rows[i].cells, fmt.Sprintf("%.2f", r.utilization), percent(r.rejected),
+		return append(cells, fmt.Sprintf("%.2f", r.utilization), percent(r.rejected),
 			strconv.Itoa(r.calls), strconv.Itoa(r.failed), shareCell(r.before, 0, 3), shareCell(r.before, 1, 3),
-			shareCell(r.before, 2, 3), shareCell(r.after, 0, 2), shareCell(r.after, 1, 2), took)
+			shareCell(r.before, 2, 3), shareCell(r.after, 0, 2), shareCell(r.after, 1, 2), took), nil
 	}
 	return writeScenario(fmt.Sprintf("%v per run, L = %v requests/s, tenants of weights %s, %d callers each, the last idle from %v",
 		cfg.duration, cfg.limit, strings.Join(weights, ", "), tenantBacklog, cfg.duration/2),
 		[]string{"server", "client", "utilization", "rejected", "calls", "failed", "share a (1)", "share b (2)", "share c (5)", "after: a", "after: b", "taken over in"},
-		func(i int) bool { return i >= 2 }, rows)
+		func(i int) bool { return i >= 2 }, results, row)
 }
 
 // shareCell returns tenant i's share of sends, of the first n tenants,

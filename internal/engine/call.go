@@ -39,15 +39,16 @@ type Call struct {
 
 	// The permits of the attempt in flight, in the order of the gates
 	// that gave them.
-	start  *pace.Bucket // the key's bucket whose first contact counts it unanswered (see pace.Bucket.Unsent)
-	quota  *quota.Quota // the request quota it counts in flight against
-	sent   uint64       // the number it was sent as in quota (quota.Sending)
-	hold   *quota.Hold  // what it took of the quotas in other units
-	slot   *pace.Slots  // the slot it holds among the key's requests in flight
-	gen    uint64       // the fleet's controller generation it was booked under
-	shared bool         // the fleet's shared controller paced it
-	alone  bool         // the fleet could not answer, and the process paced it alone
-	booked bool         // the fleet booked its cost with its send
+	start  *pace.Bucket           // the key's bucket whose first contact counts it unanswered (see pace.Bucket.Unsent)
+	quota  *quota.Quota           // the request quota it counts in flight against
+	sent   uint64                 // the number it was sent as in quota (quota.Sending)
+	hold   *quota.Hold            // what it took of the quotas in other units
+	slot   *pace.Slots            // the slot it holds among the key's requests in flight
+	gen    uint64                 // the fleet's controller generation it was booked under
+	shared bool                   // the fleet's shared controller paced it
+	alone  bool                   // the fleet could not answer, and the process paced it alone
+	line   *gate.Ticket[struct{}] // its place in its key's fleet line, while it holds it (see admitFleet)
+	booked bool                   // the fleet booked its cost with its send
 
 	// What the attempt's sending told (see Sending).
 	mark     control.Mark // what the key's controller said as it was sent

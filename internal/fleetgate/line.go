@@ -9,8 +9,9 @@ import (
 // A process's attempts for a key book their sends in the fleet one at a
 // time: each waits in the key's line, by priority, then its tenant's
 // share, then arrival (gate.Queue), and only the head books; the next
-// books once the head's send goes (or it gives up). So a process holds
-// at most one booking ahead in the fleet's schedule per key: its batch
+// books once the head's slot is near (the engine's lineAhead) or it
+// gives up. So a process holds few bookings ahead in the fleet's
+// schedule per key (one at 100 a second, ten at 2,000): its batch
 // backlog no longer books a send for every waiting call, seconds ahead,
 // in order of arrival, which made its own interactive call book behind
 // them, and another process's too (the script lets a higher priority

@@ -20,7 +20,7 @@ import (
 // callers made 2-4 script calls per request, and with 10,000 collapsed).
 
 // Enter returns when the attempt w is the head of the key's line, with
-// its ticket, to give to Booked once its booking is over, and whether it
+// its ticket, to give to Done once its booking is over, and whether it
 // waited for others. An attempt that finds others waiting is judged for
 // its deadline by its place: the attempts ahead of it, each, every gap
 // (0: not judged).
@@ -30,11 +30,11 @@ func (k *Key) Enter(w *gate.Waiter, gap time.Duration) (t *gate.Ticket[struct{}]
 	if ahead > 0 && gap > 0 {
 		wait := time.Duration(ahead) * gap
 		k.mu.Unlock()
-		if err := w.Refuse(wait, time.Now(), false); err != nil {
+		told := false
+		if err := w.Judge(wait, time.Now(), gate.Rate, false, &told); err != nil {
 			k.leave(t)
 			return nil, false, err
 		}
-		w.Tell(wait, gate.Rate, false)
 		k.mu.Lock()
 	}
 	for !k.line.IsHead(t) {

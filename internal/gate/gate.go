@@ -148,6 +148,20 @@ func (w *Waiter) RefuseWait(pause, turn time.Duration, now time.Time) error {
 	return w.Refuse(max(pause, turn), now, pause >= turn && pause > 0)
 }
 
+// Judge refuses a wait of d from now in line as Refuse does, and, if it
+// is allowed and not the server's, tells of it unless told says it was
+// told already (a wait in line is told once, when it begins).
+func (w *Waiter) Judge(d time.Duration, now time.Time, cause Cause, server bool, told *bool) error {
+	if err := w.Refuse(d, now, server); err != nil {
+		return err
+	}
+	if !server && !*told {
+		w.Tell(d, cause, false)
+		*told = true
+	}
+	return nil
+}
+
 // Tell tells the Listener of a wait of d the attempt is about to make.
 func (w *Waiter) Tell(d time.Duration, cause Cause, server bool) {
 	if d > 0 {

@@ -121,11 +121,9 @@ func (win *Window) Admit(w *gate.Waiter, n int, per time.Duration) error {
 			t, ahead = win.queue.PushBack(struct{}{}, w.Place)
 			wait += time.Duration(int64(per) / int64(n) * int64(ahead))
 			win.mu.Unlock()
-			if err := w.Refuse(wait, now, false); err != nil {
+			if err := w.Judge(wait, now, gate.Rate, false, &told); err != nil {
 				return err
 			}
-			w.Tell(wait, gate.Rate, false)
-			told = true
 			continue
 		}
 		if t != nil && !win.queue.IsHead(t) {
@@ -140,12 +138,8 @@ func (win *Window) Admit(w *gate.Waiter, n int, per time.Duration) error {
 			// nothing, so that an attempt of a higher priority that
 			// comes meanwhile goes first.
 			win.mu.Unlock()
-			if err := w.Refuse(wait, now, false); err != nil {
+			if err := w.Judge(wait, now, gate.Rate, false, &told); err != nil {
 				return err
-			}
-			if !told {
-				w.Tell(wait, gate.Rate, false)
-				told = true
 			}
 			if err := t.Wait(w, wait); err != nil {
 				return err

@@ -52,12 +52,8 @@ func (q *Quota) Admit(w *gate.Waiter, share float64, fleet bool) error {
 				wait += time.Duration(float64(ahead) / r * float64(time.Second))
 			}
 			q.mu.Unlock()
-			if err := w.Refuse(wait, now, spent); err != nil {
+			if err := w.Judge(wait, now, gate.Quota, spent, &told); err != nil {
 				return err
-			}
-			if !spent {
-				w.Tell(wait, gate.Quota, false)
-				told = true
 			}
 			continue
 		}
@@ -75,12 +71,8 @@ func (q *Quota) Admit(w *gate.Waiter, share float64, fleet bool) error {
 			// meanwhile goes first.
 			due = now.Add(turn)
 			q.mu.Unlock()
-			if err := w.Refuse(turn, now, false); err != nil {
+			if err := w.Judge(turn, now, gate.Quota, false, &told); err != nil {
 				return err
-			}
-			if !told {
-				w.Tell(turn, gate.Quota, false)
-				told = true
 			}
 			if err := t.Wait(w, turn); err != nil {
 				return err

@@ -826,6 +826,45 @@ func TestFailOpenWhenRedisIsSlow(t *testing.T) {
 	}
 }
 
+// A Fleet's first round trip, which dials Redis and may load the scripts,
+// waits past the timeout for a Redis that is slow to answer it: the
+// breaker stays closed. (At the timeout alone, every process of a fleet
+// that started under 10,000 callers timed its first round trip out and
+// paced alone.) The same slowness after Redis has answered opens it
+// (TestFailOpenWhenRedisIsSlow).
+func TestFirstRoundTripWaitsPastTheTimeout(t *testing.T) {
+	srv := startRedis(t, "--enable-debug-command", "yes")
+	other := newClient(t, srv.addr)
+	require.NoError(t, other.Ping(ctx).Err())
+	f := newFleet(t, newClient(t, srv.addr))
+	slept := make(chan error, 1)
+	go func() { slept <- other.Do(ctx, "DEBUG", "SLEEP", "0.2").Err() }()
+	time.Sleep(20 * time.Millisecond) // let DEBUG SLEEP start: real Redis, real time
+	start := time.Now()
+	g, err := f.Reserve(ctx, "a", fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1})
+	require.NoError(t, err)
+	assert.True(t, g.Granted)
+	assert.Greater(t, time.Since(start), fleet.DefaultTimeout, "Redis was asleep")
+	assert.True(t, f.Available(), "the breaker is closed")
+	require.NoError(t, <-slept)
+}
+
+// A Redis that answers nothing from a Fleet's start holds its first
+// booking a second at most (coldTimeout), not go-redis's read timeout (3
+// s): no call waits on the Fleet's subscription to pauses, which has no
+// deadline of the Fleet's. Then the breaker is open.
+func TestAFrozenRedisHoldsTheFirstBookingASecondAtMost(t *testing.T) {
+	srv := startRedis(t)
+	f := newFleet(t, redis.NewClient(&redis.Options{Addr: srv.addr})) // go-redis's defaults, as a user's
+	srv.signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { srv.signal(t, syscall.SIGCONT) })
+	start := time.Now()
+	_, err := f.Reserve(ctx, "a", fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1})
+	assert.ErrorIs(t, err, fleet.ErrUnavailable)
+	assert.Less(t, time.Since(start), 1200*time.Millisecond)
+	assert.False(t, f.Available())
+}
+
 // A pause set by one process is published: another that has booked sends
 // hears of it without asking Redis.
 func TestPauseIsPublished(t *testing.T) {

@@ -44,9 +44,14 @@ func (f *Fleet) watch() {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel, w.done = cancel, make(chan struct{})
-		ps := f.rdb.PSubscribe(ctx, f.ns+":v1:*:ev")
 		go func() {
 			defer close(w.done)
+			// Subscribed here, not on the request's goroutine: the
+			// subscription dials Redis and waits for its handshake, under
+			// no deadline of the fleet's (a Redis that was busy for 0.2 s
+			// held a Fleet's first booking that long, before its round
+			// trip's timeout began).
+			ps := f.rdb.PSubscribe(ctx, f.ns+":v1:*:ev")
 			defer ps.Close()
 			ch := ps.Channel()
 			for {

@@ -211,7 +211,7 @@ func traceHooks(who string, origin time.Time) (polite.Option, func(*polite.Trans
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(os.Stderr, "trace %8.4f %s attempt %d status %d err %v rate %.1f limit %.1f\n",
-			time.Since(origin).Seconds(), who, e.Attempt, e.StatusCode, e.Err, rate, limit)
+		fmt.Fprintf(os.Stderr, "trace %8.4f %s attempt %d priority %d status %d err %v delay %v rate %.1f limit %.1f\n",
+			time.Since(origin).Seconds(), who, e.Attempt, e.Priority, e.StatusCode, e.Err, e.Delay, rate, limit)
 	}}), t.Store
 }

@@ -47,7 +47,11 @@ type priorityResult struct {
 // its two clients, prints a table, and returns the exit status.
 func benchPriorities(srvs []server, cfg runConfig) int {
 	results := eachPriorityRun(srvs, "polite", func(s server, prioritized bool) priorityResult {
-		return runPriorities(s, prioritized, cfg, priorityBacklog, onePolite)
+		clients := onePolite
+		if cfg.trace {
+			clients = onePoliteTraced
+		}
+		return runPriorities(s, prioritized, cfg, priorityBacklog, clients)
 	})
 	return printPriorities(fmt.Sprintf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)",
 		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline), results, cfg, false)
@@ -108,6 +112,12 @@ type priorityClients func(tr http.RoundTripper, origin time.Time) (batch, intera
 // Transport with the defaults for the batch and the interactive calls.
 func onePolite(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
 	hc := &http.Client{Transport: polite.New(tr)}
+	return hc, hc, func() {}
+}
+
+// onePoliteTraced is onePolite, its attempts printed on stderr (tracer).
+func onePoliteTraced(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func()) {
+	hc := &http.Client{Transport: tracer(tr, origin)}
 	return hc, hc, func() {}
 }
 

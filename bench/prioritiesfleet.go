@@ -62,7 +62,7 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
 // interactive calls through its last; and what closes them.
 func prioritiesFleet(tr http.RoundTripper, origin time.Time, cfg runConfig) (batch, interactive *http.Client, done func()) {
 	var closers []func()
-	cc := clientConfig{origin: origin, duration: cfg.duration, fleet: cfg.fleet, redis: cfg.redis,
+	cc := clientConfig{origin: origin, duration: cfg.duration, fleet: cfg.fleet, redis: cfg.redis, trace: cfg.trace,
 		cleanup: func(f func()) { closers = append(closers, f) }}
 	ns := fmt.Sprintf("bench-priorities-%d", time.Now().UnixNano())
 	rts := make([]http.RoundTripper, cfg.fleet)

@@ -314,6 +314,14 @@ func (c *call) judge(resp *http.Response, err error, now time.Time) (failure, bo
 	if h := t.eng.Judge(&c.ec, &a); h != nil && resp.Body != nil && resp.Body != http.NoBody {
 		resp.Body = newCostBody(resp, h, t.cfg.usage) // with no body, the estimate stands
 	}
+	if f.untilReset && !t.eng.SpentHolds(&c.ec) {
+		// A count that comes back as it goes: its reset is when it is
+		// whole again, not when the next request may go. The retry waits
+		// its backoff, then the gates' pacing, as the key's other calls
+		// do, not the reset (a fleet's interactive call, refused by
+		// tollbooth, waited its "RateLimit-Reset: 1", a second).
+		f.retryAfter, f.hasRetryAfter, f.untilReset = 0, false, false
+	}
 	c.attempted(resp, nil, throttled)
 	if throttled {
 		e := c.event(resp, nil)

@@ -99,6 +99,46 @@ func TestSpentQuotaHoldsCallsUntilTheReset(t *testing.T) {
 	})
 }
 
+// A refusal from a bucket that refills, which says its reset is always a
+// second away (tollbooth: "RateLimit-Reset: 1"), is retried after the
+// backoff, not after the reset: the count comes back as it goes. A
+// window's refusal is retried at its reset.
+func TestARefusalOfABucketThatRefillsIsNotHeldToItsReset(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		reset string
+		least time.Duration
+		most  time.Duration
+	}{
+		{"bucket", "1", 0, 200 * time.Millisecond}, // with tollbooth's X-Rate-Limit-Duration
+		{"window", "30", 30 * time.Second, 31 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				quota := func(left int) []string {
+					h := []string{"RateLimit-Limit", "100", "RateLimit-Reset", c.reset, "RateLimit-Remaining", strconv.Itoa(left)}
+					if c.reset == "1" {
+						h = append(h, "X-Rate-Limit-Limit", "100.00", "X-Rate-Limit-Duration", "1")
+					}
+					return h
+				}
+				next := newStub(status(200, quota(50)...), status(200, quota(49)...),
+					status(http.StatusTooManyRequests, quota(0)...), status(200, quota(48)...))
+				tr := polite.New(next)
+				for range 2 {
+					fetch(t, tr, "http://api.test/")
+				}
+				time.Sleep(time.Second)
+				start := time.Now()
+				resp := fetch(t, tr, "http://api.test/")
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.GreaterOrEqual(t, time.Since(start), c.least)
+				assert.Less(t, time.Since(start), c.most)
+			})
+		})
+	}
+}
+
 // GitHub answers its primary limit with 403 and remaining 0: polite treats
 // it as a throttle and retries after the reset.
 func TestGitHub403WithNothingLeftIsAThrottle(t *testing.T) {

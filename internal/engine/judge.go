@@ -300,3 +300,15 @@ func (e *Engine) remember(c *Call, k *Key, now time.Time) {
 	}
 	e.cfg.Memory.Remember(c.Who.Key, r)
 }
+
+// SpentHolds reports whether the quota the call's route counts against
+// holds a spent count until its reset (quota.Quota.SpentHolds); true if
+// the key has none.
+func (e *Engine) SpentHolds(c *Call) bool {
+	if k := c.k; k != nil {
+		if q := k.quotaFor(c.Route); q != nil {
+			return q.SpentHolds()
+		}
+	}
+	return true
+}

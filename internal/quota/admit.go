@@ -124,3 +124,15 @@ func (q *Quota) Admit(w *gate.Waiter, share float64, fleet bool) error {
 		return nil
 	}
 }
+
+// SpentHolds reports whether a count read spent holds the quota's
+// requests until its reset, as Admit holds them: a window's does; a
+// bucket's whose stated window is no longer than its reset's rounding
+// (tollbooth: "X-Rate-Limit-Duration: 1", its reset always "1") does not,
+// its rate paces it; nor does a count that comes back as it goes (its
+// reset near against its rounding) until it has been seen renewed whole.
+func (q *Quota) SpentHolds() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.resetAt.IsZero() && (!q.loose || q.renews)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -29,6 +30,9 @@ import (
 const (
 	priorityBacklog  = 10000
 	interactiveEvery = 200 * time.Millisecond
+	// slowInteractive is the wait past which -trace prints an interactive
+	// call, with when it began.
+	slowInteractive = 100 * time.Millisecond
 )
 
 // priorityResult is one run of the priority scenario.
@@ -166,6 +170,9 @@ func runPriorities(s server, prioritized bool, cfg runConfig, backlog int, clien
 			return
 		}
 		r.waits = append(r.waits, finished.Sub(began))
+		if cfg.trace && finished.Sub(began) > slowInteractive {
+			fmt.Fprintf(os.Stderr, "trace %8.4f slow interactive call: waited %v\n", began.Sub(sc.inst.origin).Seconds(), finished.Sub(began).Round(time.Millisecond))
+		}
 	})
 	sum, err := sc.finish(cfg)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,11 +169,21 @@ func TestFleetSharesATokenQuota(t *testing.T) {
 				if raceDetector {
 					timeout = 5 * fleet.DefaultTimeout
 				}
-				opts = append(opts, polite.WithFleet(newFleet(t, newClient(t, addr), fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint("p", p)),
+				f := newFleet(t, newClient(t, addr), fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint("p", p)),
 					fleet.WithTimeout(timeout),
 					fleet.WithOnChange(func(available bool, err error) {
 						t.Logf("p%d at %v: shared pacing %v (%v)", p, time.Since(start).Round(time.Millisecond), available, err)
-					}))))
+					}))
+				// A call that goes alone with the breaker closed (its
+				// round trip late while Redis answers others) is logged
+				// too: the first of each second.
+				var logged atomic.Int64
+				f.Observe(fleet.Observer{OnFallback: func(op string, err error) {
+					if s := int64(time.Since(start) / time.Second); logged.Swap(s+1) != s+1 {
+						t.Logf("p%d at %v: %s alone (%v)", p, time.Since(start).Round(time.Millisecond), op, err)
+					}
+				}})
+				opts = append(opts, polite.WithFleet(f))
 			}
 			tr := polite.New(http.DefaultTransport.(*http.Transport).Clone(), opts...)
 			defer tr.CloseIdleConnections()

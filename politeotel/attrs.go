@@ -87,7 +87,7 @@ type setKey struct {
 	label    label // the instrument's own attribute: reason, throttle, wait, fleet op
 	errType  errKind
 	overflow bool            // the set of the measurements past maxSets
-	priority polite.Priority // attempts and waits: the call's
+	priority polite.Priority // attempts, waits and refusals: the call's
 	tenant   string          // attempts and waits, under WithTenantAttribute: its value, bounded; "" for none
 }
 
@@ -192,7 +192,7 @@ func (k setKey) options() *options {
 	if k.errType != errNone {
 		kv = append(kv, errorTypeKey.String(k.errType.String()))
 	}
-	if k.inst == instAttempts || k.inst == instWaits {
+	if k.inst == instAttempts || k.inst == instWaits || k.inst == instRefusals {
 		kv = append(kv, PriorityKey.String(priorityValue(k.priority)))
 		if k.tenant != "" {
 			kv = append(kv, TenantKey.String(k.tenant))

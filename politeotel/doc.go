@@ -47,12 +47,12 @@
 // counted under otel.metric.overflow=true, as the SDK does past its own
 // cap. URLs and paths are never attributes.
 //
-// Attempts and waits, and polite's span events, also carry
+// Attempts, waits and refusals, and polite's span events, also carry
 // polite.priority, the call's priority (see [polite.Priority]): the name
 // of its class (critical, interactive, default, batch, background), or
 // its number for a value between classes ("10"), so that a program using
-// the five classes makes at most five times the series of attempts and
-// waits. The tenant of a call ([polite.ContextWithTenant]) may be a
+// the five classes makes at most five times the series of attempts, waits
+// and refusals. The tenant of a call ([polite.ContextWithTenant]) may be a
 // customer's name: it is never recorded, unless [WithTenantAttribute]
 // says what to record for it (polite.tenant: a plan, a hash, a bucket),
 // and then, on metrics, its first 100 distinct values keep theirs and the

@@ -336,7 +336,8 @@ func (m *metrics) throttled(e polite.Event) {
 }
 
 func (m *metrics) refused(e polite.Event) {
-	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errorType(e.Err)}
+	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errorType(e.Err), priority: e.Priority}
+	k.tenant = m.tenantAttr(e)
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
 		span.AddEvent("polite.refused", m.eventAttrs(e, AttemptKey.Int(e.Attempt), errorTypeKey.String(k.errType.String()),
@@ -345,7 +346,8 @@ func (m *metrics) refused(e polite.Event) {
 }
 
 func (m *metrics) budgetExhausted(e polite.Event) {
-	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errBudget}
+	k := setKey{inst: instRefusals, key: e.Key, method: methodCode(method(e)), errType: errBudget, priority: e.Priority}
+	k.tenant = m.tenantAttr(e)
 	m.sets.get(k).n.Add(1)
 	if span := recording(e); span != nil {
 		span.AddEvent("polite.refused", m.eventAttrs(e, AttemptKey.Int(e.Attempt), errorTypeKey.String(errBudget.String())))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/politeotel"
@@ -124,4 +125,21 @@ func TestTenantAttributeIsBounded(t *testing.T) {
 	assert.Equal(t, float64(tenants-100),
 		got[get+"http.response.status_code=200,polite.priority=default,polite.retry=false,polite.tenant=_OTHER"+hostA])
 	assert.Equal(t, 1.0, got[get+"http.response.status_code=200,polite.priority=default,polite.retry=false,polite.tenant=t0"+hostA])
+}
+
+// A refusal carries the priority of the call refused, and its tenant as
+// the user allows: which class a saturated quota turns away is seen.
+func TestRefusalsCarryThePriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp, r := reader()
+		tr := polite.New(answer(status(429, "Retry-After", "3600")), polite.WithMaxRetryAfter(time.Minute),
+			politeotel.New(politeotel.WithMeterProvider(mp), politeotel.WithTenantAttribute(func(string) string { return "free" })))
+		ctx := polite.ContextWithTenant(polite.ContextWithPriority(t.Context(), polite.PriorityBatch), "Globex")
+		for range 2 { // the first is answered 429, the second refused: the key is paused an hour
+			_, _ = call(t, ctx, tr, "http://a.test/")
+		}
+		assert.Equal(t, map[string]float64{
+			"error.type=throttled," + method + ",polite.priority=batch,polite.tenant=free" + hostA: 1,
+		}, values(collect(t, r)["polite.client.refusals"]))
+	})
 }

@@ -48,9 +48,9 @@ func (f *Fleet) watch() {
 			defer close(w.done)
 			// Subscribed here, not on the request's goroutine: the
 			// subscription dials Redis and waits for its handshake, under
-			// no deadline of the fleet's (a Redis that was busy for 0.2 s
-			// held a Fleet's first booking that long, before its round
-			// trip's timeout began).
+			// no deadline of the Fleet's (a Redis frozen at a process's
+			// start held its first booking 6 s, go-redis's timeouts,
+			// before the booking's own deadline began).
 			ps := f.rdb.PSubscribe(ctx, f.ns+":v1:*:ev")
 			defer ps.Close()
 			ch := ps.Channel()

@@ -51,9 +51,9 @@ type Call struct {
 	booked bool                   // the fleet booked its cost with its send
 
 	// What the attempt's sending told (see Sending).
-	mark     control.Mark // what the key's controller said as it was sent
-	sentAt   time.Time    // when it was sent, if its key's controller times round trips
-	costSent quota.Mark   // the moment of the key's cost ledger, if it took no cost
+	mark     control.Mark  // what the key's controller said as it was sent
+	sentAt   time.Duration // when it was sent, since the engine's epoch, if its controller times round trips; else 0
+	costSent quota.Mark    // the moment of the key's cost ledger, if it took no cost
 }
 
 // costly reports whether the call counts costs and costs something.
@@ -133,7 +133,7 @@ func (e *Engine) pace(c *Call, k *Key) error {
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {
 	c.start = nil // sent: its answer, or the server's silence, counts
-	c.mark, c.sentAt = control.NoMark, time.Time{}
+	c.mark, c.sentAt = control.NoMark, 0
 	c.sent = 0
 	if c.quota != nil {
 		c.sent = c.quota.Sending()
@@ -141,7 +141,7 @@ func (c *Call) Sending(e *Engine) {
 	if ctl := c.ctl; ctl != nil {
 		c.mark = ctl.Sending()
 		if ctl.Timed() || c.k.pace.Starting() {
-			c.sentAt = time.Now()
+			c.sentAt = max(time.Since(e.epoch), 1)
 		}
 	}
 	if c.Costed && c.hold == nil && e.cfg.Costs {

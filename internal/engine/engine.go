@@ -65,6 +65,11 @@ type Engine struct {
 	// stateless: keys need no state until their server asks for a pause
 	// or reports a quota (no rate, no controller, no cap, no memory).
 	stateless bool
+	// epoch is when the engine was made, with the clock's monotonic
+	// reading: an attempt's send is timed as the time since it
+	// (Call.Sending), one read of the monotonic clock where time.Now reads
+	// the wall clock too.
+	epoch time.Time
 }
 
 // Ceiling returns the WithRate rate and burst that no controller exceeds.

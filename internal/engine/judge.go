@@ -118,8 +118,8 @@ func (e *Engine) judgeCost(c *Call, a *Answer) *quota.Hold {
 func (e *Engine) observe(c *Call, k *Key, now time.Time, o control.Outcome, stated float64) (held bool) {
 	if ctl := c.ctl; ctl != nil {
 		var rtt time.Duration
-		if !c.sentAt.IsZero() {
-			rtt = now.Sub(c.sentAt)
+		if c.sentAt > 0 {
+			rtt = now.Sub(e.epoch) - c.sentAt
 		}
 		ceiling, cap := e.Ceiling()
 		r := ctl.Observe(now, o, stated, c.mark, rtt)

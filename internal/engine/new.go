@@ -14,6 +14,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg:       cfg,
 		stateless: cfg.PerSecond == 0 && cfg.Kind == control.KindOff && cfg.MaxInFlight == 0 && cfg.Memory == nil,
+		epoch:     time.Now(),
 	}
 	e.keys.Init(cfg.Idle, e.newKey, (*Key).busy)
 	e.buckets.idle = cfg.Idle

@@ -74,7 +74,7 @@ func (c *call) run() (*http.Response, error) {
 			err = errNilResponse
 		}
 		c.live = resp
-		now := time.Now()
+		now := t.eng.Now()
 		f, failed := c.judge(resp, err, now)
 		if !failed {
 			if err == nil {

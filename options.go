@@ -265,7 +265,13 @@ func hostKey(req *http.Request) string {
 	if req.URL == nil {
 		return ""
 	}
-	return strings.ToLower(req.URL.Host)
+	h := req.URL.Host
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c-'A' <= 'Z'-'A' || c >= 0x80 {
+			return strings.ToLower(h)
+		}
+	}
+	return h // most hosts are lower-case already
 }
 
 func nonNegative(d time.Duration) time.Duration { return max(d, 0) }

@@ -171,6 +171,8 @@ func TestDefaultKeyIsHost(t *testing.T) {
 	}{
 		{"http://api.test/a/b?q=1", "api.test"},
 		{"http://API.Test/", "api.test"},
+		{"http://api.tesT/", "api.test"},
+		{"http://Åpi.test/", "åpi.test"},
 		{"https://api.test:8443/x", "api.test:8443"},
 		{"http://user:pw@api.test/x", "api.test"},
 		{"http://[::1]:8080/x", "[::1]:8080"},

@@ -10,6 +10,7 @@ package engine
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -70,6 +71,8 @@ type Engine struct {
 	// (Call.Sending), one read of the monotonic clock where time.Now reads
 	// the wall clock too.
 	epoch time.Time
+	// anchor is the last reading of the wall clock, of Now.
+	anchor atomic.Pointer[anchor]
 }
 
 // Ceiling returns the WithRate rate and burst that no controller exceeds.

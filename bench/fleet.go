@@ -126,8 +126,14 @@ func buildFleetJoining(tr http.RoundTripper, cfg clientConfig) *http.Client {
 func fleetProcess(i int, ns string, tr http.RoundTripper, cfg clientConfig, fopts []fleet.Option, remember bool, opts ...polite.Option) http.RoundTripper {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.redis})
 	cfg.cleanup(func() { _ = rdb.Close() })
-	f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet)}, fopts...)...)
-	cfg.cleanup(func() { _ = f.Close() }) // registered after its client: closed before it
+	alone := &fallbacks{origin: cfg.origin, errs: map[string]int{}}
+	f := fleet.New(rdb, append([]fleet.Option{fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint(i)), fleet.WithSize(cfg.fleet),
+		fleet.WithOnChange(alone.changed)}, fopts...)...)
+	alone.watch(f)
+	cfg.cleanup(func() {
+		_ = f.Close()
+		alone.report(fmt.Sprintf("p%d", i))
+	}) // registered after its client: closed before it
 	popts := append([]polite.Option{polite.WithFleet(f)}, opts...)
 	var traced func(*polite.Transport)
 	if cfg.trace {
@@ -285,4 +291,61 @@ func pingRedis(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return rdb.Ping(ctx).Err()
+}
+
+// fallbacks counts a fleet process's calls to Redis that went alone
+// (fleet.Observer.OnFallback), and the first of them: a run whose script
+// calls per request fall under 1 paced some of its requests alone, and
+// report says when and why on stderr.
+type fallbacks struct {
+	origin time.Time
+	n      atomic.Int64
+	mu     sync.Mutex
+	first  string
+	errs   map[string]int
+	opened time.Time     // when the breaker last opened; zero while it is closed
+	open   time.Duration // how long the breaker was open in all
+	opens  int
+}
+
+// changed hears the Fleet's breaker open (available false) and close.
+func (fb *fallbacks) changed(available bool, _ error) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	switch {
+	case !available && fb.opened.IsZero():
+		fb.opened = time.Now()
+		fb.opens++
+	case available && !fb.opened.IsZero():
+		fb.open += time.Since(fb.opened)
+		fb.opened = time.Time{}
+	}
+}
+
+// watch counts f's fallbacks from the run's origin on.
+func (fb *fallbacks) watch(f *fleet.Fleet) {
+	f.Observe(fleet.Observer{OnFallback: func(op string, err error) {
+		fb.n.Add(1)
+		fb.mu.Lock()
+		defer fb.mu.Unlock()
+		if fb.first == "" {
+			fb.first = fmt.Sprintf("%s at %.2f s: %v", op, time.Since(fb.origin).Seconds(), err)
+		}
+		fb.errs[fmt.Sprint(err)]++
+	}})
+}
+
+// report prints the count of the process's fallbacks, if any, with the
+// first and the count of each error.
+func (fb *fallbacks) report(process string) {
+	if fb.n.Load() == 0 {
+		return
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if !fb.opened.IsZero() {
+		fb.open += time.Since(fb.opened)
+	}
+	fmt.Fprintf(os.Stderr, "bench: fleet %s went alone %d times, its breaker opened %d times for %.1f s in all (the first: %s; by error: %v)\n",
+		process, fb.n.Load(), fb.opens, fb.open.Seconds(), fb.first, fb.errs)
 }

@@ -13,7 +13,7 @@
 //	         [-limit 100] [-check] [-json FILE] [-headers]
 //	go run . -llm [-dialects a,b] [-clients a,b] [-period 1m] [-duration 4m]
 //	         [-workers 64] [-deadline 2m] [-too-large] [-check] [-json FILE]
-//	go run . -priorities|-priorities-fleet|-tenants [-duration 8s] [-servers a,b]
+//	go run . -priorities|-priorities-fleet|-tenants [-duration 8s] [-servers a,b] [-warm]
 //	         [-limit 100] [-deadline 10s] [-fleet 4]
 //	go run . -priorities-llm [-period 10s] [-duration 60s] [-deadline 10s]
 package main
@@ -48,6 +48,7 @@ func main() {
 	priorities := flag.Bool("priorities", false, "run the priority scenario (a backlog of batch calls, an interactive call every 200 ms) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	prioritiesFleet := flag.Bool("priorities-fleet", false, "run the priority scenario across a fleet of -fleet processes (the batch calls through all but the last, the interactive ones through the last) on -servers (default tollbooth,nginx,haproxy), with and without priorities")
 	tenants := flag.Bool("tenants", false, "run the tenant scenario (three tenants of weights 1:2:5, backlogged, the last idle from the run's middle) on -servers (default tollbooth,nginx,haproxy), without and with the tenants told")
+	warm := flag.Bool("warm", false, "with -priorities or -priorities-fleet: each run's process (fleet) restarts with the memory of one before it (polite-memory's or polite-fleet-memory's, after 20 s against the same server): its limit known, no first contact")
 	prioritiesLLM := flag.Bool("priorities-llm", false, "run the LLM priority scenario (chat calls and a batch backlog on one token quota of the fake OpenAI API), with and without priorities; -period defaults to 10s")
 	flag.Parse()
 
@@ -90,9 +91,9 @@ func main() {
 	}
 	switch {
 	case *priorities:
-		os.Exit(benchPriorities(scenarioServers(*serverList, srvs), cfg))
+		os.Exit(benchPriorities(scenarioServers(*serverList, srvs), cfg, *warm))
 	case *prioritiesFleet:
-		os.Exit(benchPrioritiesFleet(scenarioServers(*serverList, srvs), cfg))
+		os.Exit(benchPrioritiesFleet(scenarioServers(*serverList, srvs), cfg, *warm))
 	case *tenants:
 		os.Exit(benchTenants(scenarioServers(*serverList, srvs), cfg))
 	}

@@ -48,17 +48,38 @@ type priorityResult struct {
 }
 
 // benchPriorities runs the priority scenario on each server with each of
-// its two clients, prints a table, and returns the exit status.
-func benchPriorities(srvs []server, cfg runConfig) int {
-	results := eachPriorityRun(srvs, "polite", func(s server, prioritized bool) priorityResult {
+// its two clients, prints a table, and returns the exit status. Warm, each
+// run's process restarts with the memory of a process before it (learn,
+// the bench's polite-memory client): the key's limit is known, and the
+// run has no first contact.
+func benchPriorities(srvs []server, cfg runConfig, warm bool) int {
+	name := "polite"
+	if warm {
+		name = "polite-memory"
+	}
+	results := eachPriorityRun(srvs, name, func(s server, prioritized bool) priorityResult {
 		clients := onePolite
 		if cfg.trace {
 			clients = onePoliteTraced
 		}
+		if warm {
+			mem, err := learn(s, client{name: "polite-memory", learn: 1, build: withMemory}, cfg)
+			if err != nil {
+				return priorityResult{err: fmt.Errorf("the process before: %w", err)}
+			}
+			defer mem.file.Close()
+			clients = func(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
+				hc := &http.Client{Transport: polite.New(tr, polite.WithMemory(mem.file), polite.WithKey(hostname))}
+				return hc, hc, func() {}
+			}
+		}
 		return runPriorities(s, prioritized, cfg, priorityBacklog, clients)
 	})
-	return printPriorities(fmt.Sprintf("%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)",
-		cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline), results, cfg, false)
+	heading := "%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)"
+	if warm {
+		heading += ", each process restarted with the memory of one before it"
+	}
+	return printPriorities(fmt.Sprintf(heading, cfg.duration, cfg.limit, priorityBacklog, interactiveEvery, cfg.deadline), results, cfg, false)
 }
 
 // eachPriorityRun runs the priority scenario on each server with client,

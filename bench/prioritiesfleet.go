@@ -30,7 +30,7 @@ const fleetPriorityBacklog = priorityBacklog
 // cfg.fleet processes on each server, without priorities and with them,
 // prints a table with the Redis script calls per request, and returns the
 // exit status.
-func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
+func benchPrioritiesFleet(srvs []server, cfg runConfig, warm bool) int {
 	if cfg.fleet < 2 {
 		fail(fmt.Errorf("-priorities-fleet needs -fleet >= 2 (a process of interactive calls, and the batch's), not %d", cfg.fleet))
 	}
@@ -39,13 +39,27 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
 	cfg.redis = addr
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	results := eachPriorityRun(srvs, fmt.Sprintf("polite-fleet of %d", cfg.fleet), func(s server, prioritized bool) priorityResult {
+	name := fmt.Sprintf("polite-fleet of %d", cfg.fleet)
+	if warm {
+		name = fmt.Sprintf("polite-fleet-memory of %d", cfg.fleet)
+	}
+	results := eachPriorityRun(srvs, name, func(s server, prioritized bool) priorityResult {
+		var mem memoryConfig
+		if warm {
+			var err error
+			if mem, err = learn(s, client{name: "polite-fleet-memory", learn: 1, build: func(tr http.RoundTripper, cc clientConfig) *http.Client {
+				return buildFleetRemembering(tr, cc, nil, true)
+			}}, cfg); err != nil {
+				return priorityResult{err: fmt.Errorf("the fleet before: %w", err)}
+			}
+			mem.file.Close() // the fleet's memory is in Redis, in mem.namespace
+		}
 		before, err := scriptCalls(rdb)
 		if err != nil {
 			return priorityResult{err: err}
 		}
 		r := runPriorities(s, prioritized, cfg, fleetPriorityBacklog, func(tr http.RoundTripper, origin time.Time) (batch, interactive *http.Client, done func()) {
-			return prioritiesFleet(tr, origin, cfg)
+			return prioritiesFleet(tr, origin, cfg, mem.namespace)
 		})
 		after, err := scriptCalls(rdb)
 		if err == nil && r.sent > 0 {
@@ -53,21 +67,27 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig) int {
 		}
 		return r
 	})
-	return printPriorities(fmt.Sprintf("%v per run, L = %v requests/s, a fleet of %d processes: a backlog of %d batch calls through %d of them, an interactive call every %v (deadline %v) through the last",
-		cfg.duration, cfg.limit, cfg.fleet, fleetPriorityBacklog, cfg.fleet-1, interactiveEvery, cfg.deadline), results, cfg, true)
+	heading := "%v per run, L = %v requests/s, a fleet of %d processes: a backlog of %d batch calls through %d of them, an interactive call every %v (deadline %v) through the last"
+	if warm {
+		heading += "; each fleet restarted with the memory in Redis of a fleet before it"
+	}
+	return printPriorities(fmt.Sprintf(heading, cfg.duration, cfg.limit, cfg.fleet, fleetPriorityBacklog, cfg.fleet-1, interactiveEvery, cfg.deadline), results, cfg, true)
 }
 
 // prioritiesFleet returns the clients of a run of the scenario: the batch
 // calls spread over the fleet's first cfg.fleet−1 processes, the
 // interactive calls through its last; and what closes them.
-func prioritiesFleet(tr http.RoundTripper, origin time.Time, cfg runConfig) (batch, interactive *http.Client, done func()) {
+func prioritiesFleet(tr http.RoundTripper, origin time.Time, cfg runConfig, remembered string) (batch, interactive *http.Client, done func()) {
 	var closers []func()
 	cc := clientConfig{origin: origin, duration: cfg.duration, fleet: cfg.fleet, redis: cfg.redis, trace: cfg.trace,
 		cleanup: func(f func()) { closers = append(closers, f) }}
 	ns := fmt.Sprintf("bench-priorities-%d", time.Now().UnixNano())
+	if remembered != "" {
+		ns = remembered
+	}
 	rts := make([]http.RoundTripper, cfg.fleet)
 	for i := range rts {
-		rts[i] = fleetProcess(i, ns, tr, cc, nil, false)
+		rts[i] = fleetProcess(i, ns, tr, cc, nil, remembered != "")
 	}
 	return &http.Client{Transport: &spread{rts: rts[:len(rts)-1]}}, &http.Client{Transport: rts[len(rts)-1]}, func() {
 		for i := len(closers) - 1; i >= 0; i-- { // each Fleet before its client

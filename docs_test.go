@@ -21,14 +21,23 @@ const readmeMaxLines = 350
 // in the README as written.
 const readmeTestCommand = "go test -p 1 ./... ./politeotel/... ./politecost/... ./cmd/polite/... ./bench/..."
 
+// quickTierCommand is the quick tier, run before each commit and by CI
+// (-count=1 -v): it must stay in the README and CONTRIBUTING.md as written.
+const quickTierCommand = "go test -short -p 1 ./... ./politeotel/... ./politecost/... ./cmd/polite/... ./bench/..."
+
 // TestDocsReadme checks the README's shape: at most readmeMaxLines lines,
-// the test command CI runs, and a link to every guide in docs/.
+// the test commands CI runs (the full suite's and the quick tier's, which
+// CONTRIBUTING.md gives too), and a link to every guide in docs/.
 func TestDocsReadme(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	lines := strings.Count(string(readme), "\n")
 	assert.LessOrEqual(t, lines, readmeMaxLines, "README.md has %d lines", lines)
 	assert.Contains(t, string(readme), "\n"+readmeTestCommand+"\n", "README.md lost the test command CI runs")
+	assert.Contains(t, string(readme), "\n"+quickTierCommand+"\n", "README.md lost the quick tier")
+	contributing, err := os.ReadFile("CONTRIBUTING.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(contributing), quickTierCommand, "CONTRIBUTING.md lost the quick tier")
 
 	guides, err := filepath.Glob("docs/*.md")
 	require.NoError(t, err)
@@ -49,7 +58,7 @@ func TestDocsReadme(t *testing.T) {
 func TestDocsLinks(t *testing.T) {
 	files, err := filepath.Glob("docs/*.md")
 	require.NoError(t, err)
-	files = append(files, "README.md", "bench/README.md")
+	files = append(files, "README.md", "bench/README.md", "CONTRIBUTING.md")
 	for _, file := range files {
 		text, err := os.ReadFile(file)
 		require.NoError(t, err)

@@ -46,6 +46,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// scaledDown reports that the longest fake-time suites run scaled down:
+// under the race detector, which slows them several times over, and in
+// short mode (go test -short, the quick tier). CI runs them again in full,
+// without the race detector.
+func scaledDown() bool { return raceDetector || testing.Short() }
+
 // openBodies is the ledger of the bodies the tests' servers handed out and
 // nobody closed yet: every trackedBody is in it from its making to its
 // first Close, with where it was made.

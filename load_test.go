@@ -138,12 +138,16 @@ func loadCaller(ctx context.Context, tr http.RoundTripper, seed uint64, stop <-c
 	}
 }
 
-// TestLoadFakeTime: 1,000 callers over 10,000 keys for 30 s of fake time,
-// keys idle for 2 s forgotten meanwhile. A deadlock would end the bubble
-// with synctest's own report of every goroutine blocked; no caller is
-// left, no key is over its cap in flight, and the Transport holds only
-// the keys used lately.
+// TestLoadFakeTime: 1,000 callers over 10,000 keys for 30 s of fake time
+// (5 s in short mode), keys idle for 2 s forgotten meanwhile. A deadlock
+// would end the bubble with synctest's own report of every goroutine
+// blocked; no caller is left, no key is over its cap in flight, and the
+// Transport holds only the keys used lately.
 func TestLoadFakeTime(t *testing.T) {
+	length := 30 * time.Second
+	if testing.Short() {
+		length = 5 * time.Second
+	}
 	synctest.Test(t, func(t *testing.T) {
 		srv := newLoadServer(100 * time.Millisecond)
 		idle := 2 * time.Second
@@ -155,7 +159,7 @@ func TestLoadFakeTime(t *testing.T) {
 		for i := range loadCallers {
 			wg.Go(func() { errs <- loadCaller(t.Context(), tr, uint64(i), stop, &done) })
 		}
-		time.Sleep(30 * time.Second)
+		time.Sleep(length)
 		close(stop)
 		wg.Wait()
 		close(errs)
@@ -163,7 +167,7 @@ func TestLoadFakeTime(t *testing.T) {
 			require.NoError(t, err)
 		}
 		assert.LessOrEqual(t, srv.most.Load(), int32(loadInFlight), "a key over WithMaxInFlight, as its server counted")
-		assert.Greater(t, done.Load(), int64(30*loadCallers), "calls answered in 30 s")
+		assert.Greater(t, done.Load(), int64(length/time.Second)*loadCallers, "calls answered in %v", length)
 
 		// Idle keys go within two timeouts of their last use. Forgetting
 		// is lazy, done by the calls that follow in each shard of keys:
@@ -183,11 +187,15 @@ func TestLoadFakeTime(t *testing.T) {
 }
 
 // TestLoadRealTime: 1,000 callers over 10,000 keys for 5 s of real time
-// (under -race in CI), keys idle for 100 ms forgotten meanwhile. A
-// watchdog fails the test with every goroutine's stack if no call is
-// answered for 10 s; no key goes over its cap in flight; the heap after
-// the run is bounded.
+// (under -race in CI; 1 s in short mode), keys idle for 100 ms forgotten
+// meanwhile. A watchdog fails the test with every goroutine's stack if no
+// call is answered for 10 s; no key goes over its cap in flight; the heap
+// after the run is bounded.
 func TestLoadRealTime(t *testing.T) {
+	length := 5 * time.Second
+	if testing.Short() {
+		length = time.Second
+	}
 	srv := newLoadServer(0)
 	tr := loadTransport(srv, 100*time.Millisecond)
 	var before runtime.MemStats
@@ -205,7 +213,7 @@ func TestLoadRealTime(t *testing.T) {
 	for i := range loadCallers {
 		wg.Go(func() { errs <- loadCaller(ctx, tr, uint64(i), stop, &done) })
 	}
-	end := time.NewTimer(5 * time.Second)
+	end := time.NewTimer(length)
 	tick := time.NewTicker(500 * time.Millisecond)
 	last, lastAt := int64(0), time.Now()
 watch:
@@ -234,7 +242,7 @@ watch:
 		require.NoError(t, err)
 	}
 	assert.LessOrEqual(t, srv.most.Load(), int32(loadInFlight), "a key over WithMaxInFlight, as its server counted")
-	assert.Greater(t, done.Load(), int64(loadCallers), "calls answered in 5 s")
+	assert.Greater(t, done.Load(), int64(loadCallers), "calls answered in %v", length)
 
 	var after runtime.MemStats
 	runtime.GC()

@@ -34,13 +34,17 @@ import (
 // and the runs on HAProxy and the burst-1 server spread (a first process
 // that left a limit 0.8 of the true one in one run of 12, say). Under the
 // race detector, a server that states its limit, two that do not, and
-// HAProxy (CI runs it again without it, on every server).
+// HAProxy; in short mode, nginx alone (CI runs it again without the race
+// detector, on every server).
 func TestMemoryRestartHoldsTheLimit(t *testing.T) {
 	for _, sc := range benchScenarios(8 * time.Second) {
 		if len(sc.schedule) > 1 || sc.down[1] > 0 {
 			continue
 		}
 		if raceDetector && !slices.Contains([]string{"tollbooth", "throttled", "nginx", "haproxy"}, sc.name) {
+			continue
+		}
+		if testing.Short() && sc.name != "nginx" {
 			continue
 		}
 		t.Run(sc.name, func(t *testing.T) {

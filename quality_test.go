@@ -657,11 +657,12 @@ func (sc scenario) assertFloors(t *testing.T, r result, seed uint64) {
 // TestControlQuality runs the bench's servers in fake time through every
 // client, prints the table that docs/bench.md shows beside the bench's, and
 // asserts polite's floors, and that it never does worse than AWS's
-// controller. Under the race detector, the 8-s runs and the clients it
-// asserts on only (CI runs it again without it, in full).
+// controller. Under the race detector and in short mode, the 8-s runs and
+// the clients it asserts on only (CI runs it again without the race
+// detector, in full).
 func TestControlQuality(t *testing.T) {
 	scenarios, clients := benchScenarios(8*time.Second), []string{"oracle", "polite", "polite-cubic"}
-	if !raceDetector {
+	if !scaledDown() {
 		scenarios, clients = append(scenarios, longScenarios()...), qualityClients
 	}
 	results := runAll(t, scenarios, clients, qualitySeed)
@@ -694,16 +695,20 @@ func TestControlQuality(t *testing.T) {
 // TestControlQualityAcrossSeeds runs polite through every scenario with
 // ten seeds (each starts the run at another instant of the servers' clock
 // and draws other backoff jitter) and asserts the floors on each run: the
-// table's figures are not a lucky draw.
+// table's figures are not a lucky draw. In short mode, seeds 2 and 3 only.
 func TestControlQualityAcrossSeeds(t *testing.T) {
+	last := uint64(10)
+	if testing.Short() {
+		last = 3
+	}
 	for _, sc := range append(benchScenarios(8*time.Second), longScenarios()...) {
 		var lines []string
-		for seed := uint64(2); seed <= 10; seed++ {
+		for seed := uint64(2); seed <= last; seed++ {
 			r := sc.run(t, "polite", seed)
 			sc.assertFloors(t, r, seed)
 			lines = append(lines, fmt.Sprintf("%.2f %.1f%%", r.utilization, 100*r.rejected))
 		}
-		t.Logf("%s, seeds 2 to 10: %s", sc.name, strings.Join(lines, "; "))
+		t.Logf("%s, seeds 2 to %d: %s", sc.name, last, strings.Join(lines, "; "))
 	}
 }
 
@@ -773,13 +778,18 @@ var qualityVariants = []struct {
 
 // TestControlQualityVariants asserts polite's floors away from the bench's
 // operating point, and that it does at least as well as AWS's controller
-// but where the table says otherwise.
+// but where the table says otherwise. In short mode, polite's floors only:
+// neither the oracle (the table's) nor AWS's controller runs.
 func TestControlQualityVariants(t *testing.T) {
 	var scenarios []scenario
 	for _, v := range qualityVariants {
 		scenarios = append(scenarios, v.scenario)
 	}
-	results := runAll(t, scenarios, []string{"oracle", "polite", "polite-cubic"}, qualitySeed)
+	clients := []string{"oracle", "polite", "polite-cubic"}
+	if testing.Short() {
+		clients = []string{"polite"}
+	}
+	results := runAll(t, scenarios, clients, qualitySeed)
 	t.Log("\n" + qualityTable(scenarios, results))
 	for i, v := range qualityVariants {
 		by := byClient(results[i])
@@ -788,6 +798,7 @@ func TestControlQualityVariants(t *testing.T) {
 		assert.LessOrEqual(t, polite.rejected, v.rejected, v.name)
 		assert.LessOrEqual(t, polite.amplify, v.amplify, v.name)
 		switch {
+		case testing.Short(): // AWS's controller did not run
 		case strings.HasPrefix(v.name, "nginx, L 10,"):
 		case strings.HasPrefix(v.name, "httprate"):
 			// The server states its limit: the quota paces both, not

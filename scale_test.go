@@ -43,11 +43,11 @@ func visit(tb testing.TB, rt http.RoundTripper, i int) {
 // default Transport: their state must take at most 300 MB of heap while
 // live, and at most 10 MB once the hosts have been idle for two idle
 // timeouts and calls to other hosts have let each shard of the registry
-// rotate. Under the race detector, 100,000 hosts and 30 MB while live (CI
-// runs it again without it, in full).
+// rotate. Under the race detector and in short mode, 100,000 hosts and 30
+// MB while live (CI runs it again without the race detector, in full).
 func TestMillionKeys(t *testing.T) {
 	keys := 1_000_000
-	if raceDetector {
+	if scaledDown() {
 		keys = 100_000
 	}
 	synctest.Test(t, func(t *testing.T) {

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and one attempt a call.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for a second over loopback")
+		t.Skip("short: runs a real server for a second over loopback")
 	}
 	srv := find(t, servers(), serverName, "httprate")
 	cl := find(t, clients(), clientName, "oracle")
@@ -178,7 +178,7 @@ func TestIsLocal(t *testing.T) {
 // against httprate for a second: told the limit, it keeps to it together.
 func TestFleetSmoke(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for a second over loopback")
+		t.Skip("short: starts redis-server and runs a real server for a second over loopback")
 	}
 	addr, stop, err := startRedis()
 	require.NoError(t, err, "the fleet clients need redis-server")

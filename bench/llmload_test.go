@@ -41,6 +41,12 @@ var fakeConfig = llmConfig{period: time.Minute, duration: 4 * time.Minute, worke
 // counted by the server (it did, and was refused 3-5% of the time).
 const loopbackJitter = time.Millisecond
 
+// scaledDown reports that the fake-time runs of the LLM bench run scaled
+// down: under the race detector, which slows them tenfold, and in short
+// mode (go test -short, the quick tier). CI runs them in full without the
+// race detector, in its LLM bench step.
+func scaledDown() bool { return raceDetector || testing.Short() }
+
 // The LLM bench in fake time, every dialect × every client but the fleet
 // on Redis, requests reordered on their way as on loopback: the table the
 // loopback bench prints, predicted (logged). The oracle uses the whole
@@ -54,16 +60,17 @@ const loopbackJitter = time.Millisecond
 // call failed, big requests at ≥ 0.9 of their share, none too large sent.
 //
 // Under the race detector, which slows these runs tenfold (a minute in
-// all), only OpenAI's dialect runs, and only the clients the test judges;
-// CI runs the whole table without it, in its LLM bench step.
+// all), and in short mode, only OpenAI's dialect runs, and only the
+// clients the test judges; CI runs the whole table without the race
+// detector, in its LLM bench step.
 func TestLLMBenchInFakeTime(t *testing.T) {
 	var results []llmResult
 	for _, d := range llmDialects() {
-		if raceDetector && d.name != llmfake.OpenAI {
+		if scaledDown() && d.name != llmfake.OpenAI {
 			continue
 		}
 		for _, c := range llmClients() {
-			if c.fleet || raceDetector && (c.name == "polite" || c.name == "polite-cost-alone") {
+			if c.fleet || scaledDown() && (c.name == "polite" || c.name == "polite-cost-alone") {
 				continue
 			}
 			t.Run(d.name+"/"+c.name, func(t *testing.T) {
@@ -118,14 +125,20 @@ func TestLLMBenchInFakeTime(t *testing.T) {
 // rounds of them as a queue: on Anthropic's dialect, whose answers are the
 // longest, it used 0.72, 0.79, 0.91 and 1.04 of the quota with nothing
 // refused (0.66 to 1.02 on loopback), until the server's statement of its
-// quota told the controller that its round trips are its own work.
+// quota told the controller that its round trips are its own work. Under
+// the race detector and in short mode, Anthropic's dialect alone; in short
+// mode, its first seed alone.
 func TestLLMBenchScaledInFakeTime(t *testing.T) {
 	c := find(t, llmClients(), llmClientName, "polite-cost")
+	seeds := uint64(4)
+	if testing.Short() {
+		seeds = 1
+	}
 	for _, d := range llmDialects() {
-		if raceDetector && d.name != llmfake.Anthropic {
+		if scaledDown() && d.name != llmfake.Anthropic {
 			continue // the dialect whose answers are the longest
 		}
-		for seed := uint64(1); seed <= 4; seed++ {
+		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", d.name, seed), func(t *testing.T) {
 				cfg := llmConfig{period: 10 * time.Second, duration: 40 * time.Second, workers: 64, deadline: 20 * time.Second, fleet: 4, tooLarge: true, seed: seed}
 				r := runFake(t, d, c, cfg, loopbackJitter)
@@ -149,12 +162,12 @@ func TestLLMBenchScaledInFakeTime(t *testing.T) {
 // and the key of the host alone knows no limit until that first one is
 // refused.
 //
-// Under the race detector only OpenAI's dialect runs (see
-// TestLLMBenchInFakeTime).
+// Under the race detector and in short mode only OpenAI's dialect runs
+// (see TestLLMBenchInFakeTime).
 func TestLLMCostInOrder(t *testing.T) {
 	c := find(t, llmClients(), llmClientName, "polite-cost")
 	for _, d := range llmDialects() {
-		if raceDetector && d.name != llmfake.OpenAI {
+		if scaledDown() && d.name != llmfake.OpenAI {
 			continue
 		}
 		t.Run(d.name, func(t *testing.T) {

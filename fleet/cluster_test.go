@@ -40,9 +40,12 @@ const clusterNodeTimeout = 1000
 // startCluster starts a cluster of masters, each with replicas, for t,
 // stopped when t ends. The tests need redis-server and redis-cli on the
 // PATH (Debian's redis-server and redis-tools): without them they fail,
-// never skip.
+// never skip. In short mode (the quick tier) they skip.
 func startCluster(t testing.TB, masters, replicas int) *redisCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("short: starts a Redis Cluster")
+	}
 	cli, err := exec.LookPath("redis-cli")
 	require.NoError(t, err, "the cluster tests need redis-cli on the PATH (apt-get install redis-tools)")
 	c := &redisCluster{}
@@ -324,6 +327,9 @@ const sentinelMaster = "polite"
 // for t.
 func startSentinels(t testing.TB) *redisSentinels {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("short: starts Redis, a replica and three sentinels")
+	}
 	s := &redisSentinels{master: startRedis(t, "--repl-diskless-sync-delay", "0")}
 	_, masterPort, _ := net.SplitHostPort(s.master.addr)
 	s.replica = startRedis(t, "--replicaof", "127.0.0.1", masterPort)

@@ -154,6 +154,9 @@ func usageOfTotal(_ *http.Response, tail []byte) (polite.Usage, bool) {
 // refusals, where each process alone is refused a fifth of the time. Each
 // fallback is logged.
 func TestFleetSharesATokenQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: two runs of four Transports for 5 s in real time")
+	}
 	run := func(t *testing.T, shared bool) (use, refused float64) {
 		srv := &tokenServer{capacity: 2000, rate: 2000, latency: 100 * time.Millisecond}
 		start := time.Now()

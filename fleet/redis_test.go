@@ -27,7 +27,8 @@ type redisServer struct {
 
 // startRedis starts a redis-server for t, stopped when t ends. The tests
 // of this package need a real Redis: without redis-server on the PATH
-// they fail, never skip (CI installs it).
+// they fail, never skip (CI installs it). In short mode (the quick tier)
+// a test that would start one skips instead.
 func startRedis(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -57,6 +58,9 @@ func startRedisConf(t testing.TB, conf string, extra ...string) *redisServer {
 // startRedisWith starts a redis-server for t on port, from conf if set.
 func startRedisWith(t testing.TB, port int, conf string, extra ...string) *redisServer {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("short: starts redis-server")
+	}
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "the fleet tests need redis-server on the PATH (apt-get install redis-server)")
 	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
@@ -118,10 +122,14 @@ func (s *redisServer) signal(t testing.TB, sig syscall.Signal) {
 }
 
 // sharedAddr returns REDIS_ADDR if set, for tests that do no harm to a
-// shared server; otherwise the address of a server of the test's own.
+// shared server; otherwise the address of a server of the test's own,
+// which short mode does not start.
 func sharedAddr(t testing.TB) string {
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		return addr
+	}
+	if testing.Short() {
+		t.Skip("short: starts redis-server (set REDIS_ADDR to run it on a Redis of yours)")
 	}
 	return startRedis(t).addr
 }

@@ -38,6 +38,9 @@ const demoLimitTime = 30 * time.Second
 // TestDemoChartAndResults runs the demo as its README command does, briefly,
 // and checks its results and the chart it draws.
 func TestDemoChartAndResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a 3-s demo whose results are judged (TestDemoInProcess draws a 1-s demo's chart)")
+	}
 	dir := t.TempDir()
 	res := runPolite(t, dir, "", demoLimitTime, "demo", "-duration", "3s", "-o", "out.svg", "-json")
 	require.Equal(t, exitOK, res.code, "stderr:\n%s", res.stderr)
@@ -121,6 +124,9 @@ func TestDemoTable(t *testing.T) {
 
 // TestDemoFleet runs polite as a fleet of 2 on a real Redis.
 func TestDemoFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a 5-s demo on a real Redis (TestDemoFleetInProcessRedis runs a fleet's demo)")
+	}
 	addr := redistest.Addr(t)
 	// 5 s, not 3: each refused call's retry holds its worker for the
 	// bucket's Retry-After, a whole second rounded up, and the two members

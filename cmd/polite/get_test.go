@@ -945,6 +945,9 @@ func runGetLimitsAfter(t *testing.T, before, hosts, urlsPerHost int, rate float6
 // (ea68639, the same day, the same machine): a regression that docs/cli.md
 // states, not yet understood; the bound was the goal plus one second.
 func TestGetLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: four runs of polite get of 4 to 6 s each against 20 servers")
+	}
 	const (
 		hosts, perHost = 20, 50
 		rate, burst    = 10, 10

@@ -17,11 +17,15 @@ import (
 // Addr returns the address of a Redis for t: REDIS_ADDR if it is set, or
 // else a redis-server started on a free port of 127.0.0.1 (keeping nothing
 // on disk) and stopped when t ends. Without redis-server on the PATH, t
-// fails: tests that need Redis never skip.
+// fails: tests that need Redis never skip for want of it. In short mode
+// (the quick tier), t skips rather than start one.
 func Addr(t testing.TB) string {
 	t.Helper()
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		return addr
+	}
+	if testing.Short() {
+		t.Skip("short: starts redis-server (set REDIS_ADDR to run it on a Redis of yours)")
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {

@@ -487,3 +487,73 @@ func (p *holdProxy) passLocked(c *heldConn) {
 		c.pending = nil
 	}
 }
+
+// oneMemory is a Memory that recalls limit for every key, learnt a
+// minute ago, and keeps nothing.
+type oneMemory struct{ limit float64 }
+
+func (m oneMemory) Recall(string) (polite.Remembered, bool) {
+	return polite.Remembered{Limit: m.limit, At: time.Now().Add(-time.Minute), Since: time.Now().Add(-time.Hour)}, true
+}
+func (oneMemory) Remember(string, polite.Remembered) {}
+
+// A fleet whose processes remember the key's limit and lose Redis paces
+// the key at that limit in all, each process at its share, not each at
+// the whole: a breaker open a tenth of a second at a remembering fleet's
+// start let each of 3 processes' queued calls go at the whole rate, and
+// HAProxy refused 5-10% of the bench's run. Three processes, 20 callers
+// each, remember 60 a second; once Redis is stopped, they send about 60 a
+// second between them (180 without the share).
+func TestProcessesAloneTakeTheirShareOfARememberedRate(t *testing.T) {
+	const limit, processes = 60.0, 3
+	srv := startRedis(t)
+	ns := uniqueNamespace(t)
+	var sends sync.Mutex
+	var sent []time.Time
+	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sends.Lock()
+		sent = append(sent, time.Now())
+		sends.Unlock()
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for p := range processes {
+		f := newFleet(t, newClient(t, srv.addr), fleet.WithNamespace(ns), fleet.WithMember(fmt.Sprint("p", p)), fleet.WithSize(processes))
+		tr := polite.New(next, polite.WithFleet(f), polite.WithMemory(oneMemory{limit: limit}))
+		for range 20 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/items", nil)
+					if resp, err := tr.RoundTrip(req); err == nil {
+						_ = resp.Body.Close()
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(time.Second) // the fleet's shared pacing, with Redis
+	srv.stop()
+	stopped := time.Now()
+	time.Sleep(2500 * time.Millisecond) // alone
+	cancel()
+	wg.Wait()
+	from, to := stopped.Add(500*time.Millisecond), stopped.Add(2500*time.Millisecond)
+	n := 0
+	sends.Lock()
+	for _, at := range sent {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	sends.Unlock()
+	perSecond := float64(n) / to.Sub(from).Seconds()
+	t.Logf("alone, the fleet sent %.1f a second (it remembers %v)", perSecond, limit)
+	assert.LessOrEqual(t, perSecond, 1.2*limit, "the processes alone kept to the remembered rate between them")
+	assert.GreaterOrEqual(t, perSecond, 0.5*limit, "the processes alone still send")
+}
+
+// roundTripFunc is a RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -149,6 +149,16 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 		if key != globalKey {
 			heard = f.Paused(key) // published by another process before the store went
 			owe = max(burst, 1)
+			if perSecond == 0 && r.Adaptive {
+				// The shared controller out of reach, the key's own paces
+				// the process (admitFleet) at the rate it found or recalled:
+				// the fleet's whole, after a memory. Alone, the process
+				// takes its share of it, as of a rate the fleet keeps to: a
+				// breaker open a tenth of a second at a remembering fleet's
+				// start let each of 3 processes' 3,333 queued calls go at
+				// the whole rate, and HAProxy refused 5-10% of the run.
+				perSecond, burst = k.pace.Rate(), max(int(members), 1)
+			}
 		}
 		return e.fallback(c, k, fk, perSecond/members, float64(burst)/members, heard, owe)
 	}

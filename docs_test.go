@@ -52,13 +52,15 @@ func TestDocsReadme(t *testing.T) {
 	}
 }
 
-// TestDocsLinks checks that every relative link of the README and the
-// guides names a file that exists, and, into a Markdown file, a heading
-// that it has (GitHub's anchors).
+// TestDocsLinks checks that every relative link of the READMEs (the
+// repository's and each module's) and the guides names a file that
+// exists, and, into a Markdown file, a heading that it has (GitHub's
+// anchors).
 func TestDocsLinks(t *testing.T) {
 	files, err := filepath.Glob("docs/*.md")
 	require.NoError(t, err)
-	files = append(files, "README.md", "bench/README.md", "CONTRIBUTING.md")
+	files = append(files, "README.md", "CONTRIBUTING.md",
+		"bench/README.md", "cmd/polite/README.md", "politecost/README.md", "politeotel/README.md")
 	for _, file := range files {
 		text, err := os.ReadFile(file)
 		require.NoError(t, err)

@@ -299,8 +299,8 @@ func pingRedis(addr string) error {
 // report says when and why on stderr.
 type fallbacks struct {
 	origin time.Time
-	n      atomic.Int64
 	mu     sync.Mutex
+	n      int
 	first  string
 	errs   map[string]int
 	opened time.Time     // when the breaker last opened; zero while it is closed
@@ -325,9 +325,9 @@ func (fb *fallbacks) changed(available bool, _ error) {
 // watch counts f's fallbacks from the run's origin on.
 func (fb *fallbacks) watch(f *fleet.Fleet) {
 	f.Observe(fleet.Observer{OnFallback: func(op string, err error) {
-		fb.n.Add(1)
 		fb.mu.Lock()
 		defer fb.mu.Unlock()
+		fb.n++
 		if fb.first == "" {
 			fb.first = fmt.Sprintf("%s at %.2f s: %v", op, time.Since(fb.origin).Seconds(), err)
 		}
@@ -338,14 +338,14 @@ func (fb *fallbacks) watch(f *fleet.Fleet) {
 // report prints the count of the process's fallbacks, if any, with the
 // first and the count of each error.
 func (fb *fallbacks) report(process string) {
-	if fb.n.Load() == 0 {
-		return
-	}
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
+	if fb.n == 0 {
+		return
+	}
 	if !fb.opened.IsZero() {
 		fb.open += time.Since(fb.opened)
 	}
 	fmt.Fprintf(os.Stderr, "bench: fleet %s went alone %d times, its breaker opened %d times for %.1f s in all (the first: %s; by error: %v)\n",
-		process, fb.n.Load(), fb.opens, fb.open.Seconds(), fb.first, fb.errs)
+		process, fb.n, fb.opens, fb.open.Seconds(), fb.first, fb.errs)
 }

@@ -197,6 +197,16 @@ func pick[T any](list string, all []T, name func(T) string) ([]T, error) {
 	return out, nil
 }
 
+// namedClient returns the client of all named name, one of the bench's
+// own names.
+func namedClient(all []client, name string) client {
+	cs, err := pick(name, all, clientName)
+	if err != nil {
+		panic(err) // a name of the bench's own
+	}
+	return cs[0]
+}
+
 // names returns the names of all, comma-separated.
 func names[T any](all []T, name func(T) string) string {
 	ns := make([]string, len(all))

@@ -58,22 +58,22 @@ func benchPriorities(srvs []server, cfg runConfig, warm bool) int {
 		name = "polite-memory"
 	}
 	results := eachPriorityRun(srvs, name, func(s server, prioritized bool) priorityResult {
-		clients := onePolite
+		procs := onePolite
 		if cfg.trace {
-			clients = onePoliteTraced
+			procs = onePoliteTraced
 		}
 		if warm {
-			mem, err := learn(s, client{name: "polite-memory", learn: 1, build: withMemory}, cfg)
+			mem, err := learn(s, namedClient(clients(), "polite-memory"), cfg)
 			if err != nil {
 				return priorityResult{err: fmt.Errorf("the process before: %w", err)}
 			}
 			defer mem.file.Close()
-			clients = func(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
-				hc := &http.Client{Transport: polite.New(tr, polite.WithMemory(mem.file), polite.WithKey(hostname))}
+			procs = func(tr http.RoundTripper, _ time.Time) (batch, interactive *http.Client, done func()) {
+				hc := withMemory(tr, clientConfig{memory: mem.file})
 				return hc, hc, func() {}
 			}
 		}
-		return runPriorities(s, prioritized, cfg, priorityBacklog, clients)
+		return runPriorities(s, prioritized, cfg, priorityBacklog, procs)
 	})
 	heading := "%v per run, L = %v requests/s, a backlog of %d batch calls, an interactive call every %v (deadline %v)"
 	if warm {

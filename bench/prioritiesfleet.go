@@ -47,9 +47,7 @@ func benchPrioritiesFleet(srvs []server, cfg runConfig, warm bool) int {
 		var mem memoryConfig
 		if warm {
 			var err error
-			if mem, err = learn(s, client{name: "polite-fleet-memory", learn: 1, build: func(tr http.RoundTripper, cc clientConfig) *http.Client {
-				return buildFleetRemembering(tr, cc, nil, true)
-			}}, cfg); err != nil {
+			if mem, err = learn(s, namedClient(fleetClients(), "polite-fleet-memory"), cfg); err != nil {
 				return priorityResult{err: fmt.Errorf("the fleet before: %w", err)}
 			}
 			mem.file.Close() // the fleet's memory is in Redis, in mem.namespace

@@ -508,14 +508,7 @@ func TestProcessesAloneTakeTheirShareOfARememberedRate(t *testing.T) {
 	const limit, processes = 60.0, 3
 	srv := startRedis(t)
 	ns := uniqueNamespace(t)
-	var sends sync.Mutex
-	var sent []time.Time
-	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		sends.Lock()
-		sent = append(sent, time.Now())
-		sends.Unlock()
-		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
-	})
+	next := new(hostCounter)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for p := range processes {
@@ -540,20 +533,13 @@ func TestProcessesAloneTakeTheirShareOfARememberedRate(t *testing.T) {
 	wg.Wait()
 	from, to := stopped.Add(500*time.Millisecond), stopped.Add(2500*time.Millisecond)
 	n := 0
-	sends.Lock()
-	for _, at := range sent {
+	for _, at := range next.arrivals["api.test"] {
 		if !at.Before(from) && at.Before(to) {
 			n++
 		}
 	}
-	sends.Unlock()
 	perSecond := float64(n) / to.Sub(from).Seconds()
 	t.Logf("alone, the fleet sent %.1f a second (it remembers %v)", perSecond, limit)
 	assert.LessOrEqual(t, perSecond, 1.2*limit, "the processes alone kept to the remembered rate between them")
 	assert.GreaterOrEqual(t, perSecond, 0.5*limit, "the processes alone still send")
 }
-
-// roundTripFunc is a RoundTripper of a function.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -157,7 +157,7 @@ func (e *Engine) bookOnce(c *Call, key string, k *Key, r fleetapi.Request) (agai
 				// breaker open a tenth of a second at a remembering fleet's
 				// start let each of 3 processes' 3,333 queued calls go at
 				// the whole rate, and HAProxy refused 5-10% of the run.
-				perSecond, burst = k.pace.Rate(), max(int(members), 1)
+				perSecond, burst = k.pace.Rate(), int(members) // a burst of one send a process
 			}
 		}
 		return e.fallback(c, k, fk, perSecond/members, float64(burst)/members, heard, owe)

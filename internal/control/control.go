@@ -26,6 +26,41 @@ const (
 	Failed                   // a 5xx that is no throttle, or a transport error: nothing of the rate
 )
 
+// A State is where a controller stands in finding and keeping a server's
+// limit, for a key's status (see [Controller.State]).
+type State uint8
+
+// The states.
+const (
+	// Unthrottled: no throttle yet (or a memory's limit forgotten); the
+	// controller's rate applies to nothing.
+	Unthrottled State = iota
+	// Climbing: a throttle lowered the rate, which grows back toward a
+	// limit not measured yet.
+	Climbing
+	// Finding: the limit was found higher than before, or the server
+	// stated it; the rate grows fast toward it.
+	Finding
+	// Holding: the limit is measured; the rate holds just under it, and
+	// probes above it now and then.
+	Holding
+)
+
+// String returns the state's name in lower case ("holding").
+func (s State) String() string {
+	switch s {
+	case Unthrottled:
+		return "unthrottled"
+	case Climbing:
+		return "climbing"
+	case Finding:
+		return "finding"
+	case Holding:
+		return "holding"
+	}
+	return "unknown"
+}
+
 // A Mark is what a controller says of the moment an attempt is sent (see
 // [Controller.Sending]), handed back with the attempt's outcome.
 type Mark uint32
@@ -85,6 +120,9 @@ type Controller interface {
 	// for a key's status: its rate at the last throttle, or what it
 	// measured; 0 until the first throttle.
 	Estimate() float64
+
+	// State returns where the controller stands, for a key's status.
+	State() State
 
 	// StartRate returns the rate at which a key with no history is paced
 	// at now, its first contact, and the burst its bucket holds; false
@@ -150,6 +188,15 @@ func (p *plain) Rate() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rate
+}
+
+// State returns Unthrottled until the first throttle, then Climbing: a
+// controller that knows no limit grows its rate back toward none.
+func (p *plain) State() State {
+	if p.Enabled() {
+		return Climbing
+	}
+	return Unthrottled
 }
 
 // Enabled reports whether the rate applies: true from the first throttle

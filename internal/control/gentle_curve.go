@@ -155,6 +155,21 @@ func (g *Gentle) Limit() float64 {
 	return g.limit
 }
 
+// State returns where g stands: its gentleState, one for one.
+func (g *Gentle) State() State {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.state {
+	case climbing:
+		return Climbing
+	case finding:
+		return Finding
+	case holding:
+		return Holding
+	}
+	return Unthrottled
+}
+
 // Enabled reports whether the rate applies: true from the first throttle
 // on.
 func (g *Gentle) Enabled() bool {

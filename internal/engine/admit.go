@@ -38,6 +38,9 @@ func (e *Engine) Admit(c *Call) error {
 	c.gen, c.shared, c.booked, c.alone = 0, false, false, false
 	if err := e.admit(c); err != nil {
 		c.Drop()
+		if c.k != nil {
+			c.k.failed.Add(1)
+		}
 		return err
 	}
 	return nil

@@ -133,6 +133,9 @@ func (e *Engine) pace(c *Call, k *Key) error {
 // controller says of the moment, and the moment of its cost ledger.
 func (c *Call) Sending(e *Engine) {
 	c.start = nil // sent: its answer, or the server's silence, counts
+	if c.k != nil {
+		c.k.sent.Add(1)
+	}
 	c.mark, c.sentAt = control.NoMark, 0
 	c.sent = 0
 	if c.quota != nil {

@@ -69,6 +69,9 @@ func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
 		// A throttle of a request's cost is one of its key's requests
 		// too: where other clients spend the same quota unseen, the key's
 		// controller slows down for them.
+		if a.Throttled {
+			k.refused.Add(1)
+		}
 		stated := e.heed(c, k, s, a.Throttled, a.Now, placed)
 		if ctl := c.ctl; ctl != nil && (s.HasQuota || len(s.Quotas) > 0) {
 			// A server that says what is left of its quota refuses past

@@ -19,13 +19,30 @@ import (
 // made when first needed, each once, and never replaced.
 //
 // A crawler holds one Key per host, so it is kept small: one allocation,
-// 224 bytes (the default controller lives inside it).
+// 240 bytes (the default controller lives inside it).
 type Key struct {
 	pace  pace.Bucket
 	calls atomic.Int32          // calls holding the key (see Engine.Lookup): while one does, it is not forgotten
+	sent  atomic.Uint32         // attempts sent, for the key's status (see Counts); wraps
 	parts atomic.Pointer[parts] // what few keys need; nil until needed
 	ctl   control.Cell          // the key's controller, if Gentle
+	// Attempts the server throttled, and attempts refused before they
+	// were sent (a gate's error: a wait too long, a context done, a cost
+	// too large, a path off limits), for the key's status; each wraps.
+	refused, failed atomic.Uint32
 }
+
+// Counts returns the attempts sent to k's server, those it throttled and
+// those refused before they were sent, since k was made: counters that
+// wrap, read apart from each other, for a status that takes their
+// differences over time.
+func (k *Key) Counts() (sent, refused, failed uint32) {
+	return k.sent.Load(), k.refused.Load(), k.failed.Load()
+}
+
+// Calls returns how many calls hold k now: waiting in its lines, in
+// flight, or between attempts.
+func (k *Key) Calls() int { return int(k.calls.Load()) }
 
 // parts is what few keys need. Each pointer is set once, under mu, and
 // read without it.

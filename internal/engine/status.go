@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/gate"
 	"github.com/politehttp/polite/internal/quota"
 )
@@ -15,8 +16,57 @@ type Status struct {
 	Key     string
 	Rate    float64
 	Limit   float64
+	Stated  bool // Limit is a quota the server states, not the controller's estimate
 	Costs   []quota.Status
 	Waiting []gate.Count // the attempts waiting in the key's lines, by priority, highest first
+
+	// Controlled reports that the key has a controller, and State where
+	// it stands; Starting that the key's first contact paces it (the
+	// controller knows no limit yet).
+	Controlled bool
+	State      control.State
+	Starting   bool
+	// Paused is when the server's pause of the key ends (a Retry-After);
+	// zero if it is not paused.
+	Paused time.Time
+	// Left is what the server's request quota holds, as it last counted
+	// it, until Reset; HasLeft reports that it counts one down.
+	Left    float64
+	Reset   time.Time
+	HasLeft bool
+	// Calls holding the key (waiting, in flight, between attempts), and
+	// the fleet's processes sharing it (0 without a fleet).
+	Calls   int
+	Members int
+	// Sent, Refused and Failed are the key's counters (see Key.Counts).
+	Sent, Refused, Failed uint32
+}
+
+// Walk calls yield with each key the engine holds state for, and that
+// state, until yield returns false: no lock is held while yield runs, and
+// nothing is read of the state but what yield reads. A walk over a
+// million keys copies each shard's keys aside, one shard at a time.
+func (e *Engine) Walk(yield func(key string, k *Key) bool) {
+	var keys []string
+	var vals []*Key
+	for i := range e.keys.Shards() {
+		keys, vals = e.keys.Shards()[i].Values(keys[:0], vals[:0])
+		for j, k := range vals {
+			if !yield(keys[j], k) {
+				return
+			}
+		}
+	}
+}
+
+// StatusOf returns the status of key at now; false if the engine holds
+// no state for it.
+func (e *Engine) StatusOf(key string, now time.Time) (Status, bool) {
+	k, _ := e.keys.ShardOf(key).Peek(key)
+	if k == nil {
+		return Status{}, false
+	}
+	return e.Status(key, k, now), true
 }
 
 // Statuses returns the keys the engine holds state for, with their
@@ -24,23 +74,17 @@ type Status struct {
 // reaches it, with no lock held while the caller's loop runs.
 func (e *Engine) Statuses() iter.Seq[Status] {
 	return func(yield func(Status) bool) {
-		var keys []string
-		var vals []*Key
-		for i := range e.keys.Shards() {
-			keys, vals = e.keys.Shards()[i].Values(keys[:0], vals[:0])
-			now := time.Now()
-			for j, k := range vals {
-				if !yield(e.status(keys[j], k, now)) {
-					return
-				}
-			}
-		}
+		e.Walk(func(key string, k *Key) bool { return yield(e.Status(key, k, time.Now())) })
 	}
 }
 
-// status returns the status of key, whose state is k, at now.
-func (e *Engine) status(key string, k *Key, now time.Time) Status {
-	s := Status{Key: key, Rate: k.pace.Rate()}
+// Status returns the status of key, whose state is k, at now.
+func (e *Engine) Status(key string, k *Key, now time.Time) Status {
+	s := Status{Key: key, Rate: k.pace.Rate(), Starting: k.pace.Starting(), Calls: k.Calls()}
+	s.Sent, s.Refused, s.Failed = k.Counts()
+	if until := k.pace.PausedUntil(now.UnixNano()); until > 0 {
+		s.Paused = time.Unix(0, until)
+	}
 	quotas, own := k.quotas()
 	share := 1.0
 	if e.cfg.Fleet != nil && len(quotas) > 0 {
@@ -54,13 +98,20 @@ func (e *Engine) status(key string, k *Key, now time.Time) Status {
 		switch {
 		case limit <= 0 || own && i > 0 && s.Limit > 0: // the key's own limit stands
 		case s.Limit == 0 || limit < s.Limit:
-			s.Limit = limit
+			s.Limit, s.Stated = limit, true
 		}
 	}
-	if s.Limit == 0 {
-		if ctl := k.controller(e.cfg.Kind); ctl != nil {
+	if q := k.quotaFor(""); q != nil {
+		s.Left, s.Reset, s.HasLeft = q.Left(now)
+	}
+	if ctl := k.controller(e.cfg.Kind); ctl != nil {
+		s.Controlled, s.State = true, ctl.State()
+		if s.Limit == 0 {
 			s.Limit = ctl.Estimate()
 		}
+	}
+	if e.cfg.Fleet != nil {
+		s.Members = e.members(k)
 	}
 	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {
 		s.Limit = 0

@@ -482,6 +482,18 @@ func (q *Quota) Status(now time.Time, share float64) (limit, paced float64) {
 	return limit, paced
 }
 
+// Left returns what the quota holds as its server last counted it, less
+// the requests sent since, and when it renews: false if its server counts
+// nothing down (a limit stated alone), or it renewed since.
+func (q *Quota) Left(now time.Time) (left float64, reset time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.resetAt.IsZero() || !q.resetAt.After(now) {
+		return 0, time.Time{}, false
+	}
+	return q.left, q.resetAt, true
+}
+
 // Waiting adds to counts how many attempts wait in the quota's line at
 // each priority (see gate.Queue.Counts), and returns counts.
 func (q *Quota) Waiting(counts []gate.Count) []gate.Count {

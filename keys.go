@@ -2,7 +2,12 @@ package polite
 
 import (
 	"iter"
+	"net/http"
 	"time"
+
+	"github.com/politehttp/polite/internal/engine"
+	"github.com/politehttp/polite/internal/statuspage"
+	"github.com/politehttp/polite/politestatus"
 )
 
 // KeyStatus is what a [Transport] knows of one key at a moment (see
@@ -39,6 +44,28 @@ type KeyStatus struct {
 	// counted twice. Calls pay nothing for it: it is counted when the
 	// status is read.
 	Waiting []PriorityCount
+	// State is where the key's pacing stands: "starting" while its first
+	// contact paces it (no limit known yet); else its controller's state,
+	// "unthrottled" (no throttle yet), "climbing" (back toward a limit not
+	// measured yet), "finding" (toward a limit found higher, or stated)
+	// or "holding" (just under the limit it measured); "off" without a
+	// controller ([AdaptiveOff]).
+	State string
+	// Stated reports that Limit is a quota the server states, not the
+	// controller's estimate.
+	Stated bool
+	// Paused is when the server's pause of the key (a Retry-After) ends;
+	// zero if the key is not paused.
+	Paused time.Time
+	// Calls is how many calls hold the key now: waiting, in flight, or
+	// between attempts.
+	Calls int
+	// Sent, Refused and Failed count the key's attempts since polite
+	// made its state: those sent, those the server throttled, and those
+	// polite failed in the caller's hands before sending them (a
+	// [*ThrottledError], a [*CostError], a context done while waiting).
+	// They wrap at 2³²: take differences between two readings.
+	Sent, Refused, Failed uint32
 }
 
 // PriorityCount is how many of a key's calls wait at one priority (see
@@ -68,7 +95,8 @@ type CostStatus struct {
 func (t *Transport) Keys() iter.Seq[KeyStatus] {
 	return func(yield func(KeyStatus) bool) {
 		for s := range t.eng.Statuses() {
-			ks := KeyStatus{Key: s.Key, Rate: s.Rate, Limit: s.Limit}
+			ks := KeyStatus{Key: s.Key, Rate: s.Rate, Limit: s.Limit, Stated: s.Stated, Paused: s.Paused,
+				Calls: s.Calls, Sent: s.Sent, Refused: s.Refused, Failed: s.Failed, State: state(&s)}
 			for _, c := range s.Costs {
 				ks.Costs = append(ks.Costs, CostStatus(c))
 			}
@@ -80,4 +108,51 @@ func (t *Transport) Keys() iter.Seq[KeyStatus] {
 			}
 		}
 	}
+}
+
+// state names where a key's pacing stands (see KeyStatus.State).
+func state(s *engine.Status) string {
+	switch {
+	case !s.Controlled:
+		return "off"
+	case s.Starting:
+		return "starting"
+	}
+	return s.State.String()
+}
+
+// StatusHandler returns the Transport's status page: an HTTP handler,
+// for the program's debug mux, that serves an HTML page of its own (no
+// external assets), refreshing itself each second, with the keys that wait
+// most, a chart of each one's rate, limit, sends and refusals over the
+// last minutes, and a line that says in words why it waits; and the same
+// as JSON (?format=json, a [politestatus.Page]). ?n= is how many keys to
+// show (50 by default), ?q= what their names hold.
+//
+// It costs a call nothing while nobody reads it: the history is sampled
+// when the page is read, at most once a second, into fixed rings (five
+// minutes each, for the Transport and the 64 keys shown last), and
+// a page walks the keys reading counters, taking no key's lock but for the
+// keys it shows. It shows keys and figures, never a URL: a key is a
+// host unless [WithKey] makes it more. Mount it where only the program's
+// operators reach it, as net/http/pprof.
+func (t *Transport) StatusHandler() http.Handler {
+	return &statuspage.Handler{Book: t.statusBook}
+}
+
+// Status returns what the Transport's status page shows at now (see
+// [Transport.StatusHandler]): the n keys that wait most (50 if n is 0)
+// among those whose name holds search, with their history. Times in the
+// reason lines are in the local zone.
+func (t *Transport) Status(now time.Time, n int, search string) politestatus.Page {
+	return t.statusBook().Page(now, n, search, nil)
+}
+
+// statusBook returns the status page's history, made on the first read.
+func (t *Transport) statusBook() *statuspage.Book {
+	if b := t.book.Load(); b != nil {
+		return b
+	}
+	t.book.CompareAndSwap(nil, statuspage.New(t.eng, func(p int) string { return Priority(p).String() }))
+	return t.book.Load()
 }

@@ -1,7 +1,10 @@
 package polite
 
 import (
+	"sync/atomic"
+
 	"context"
+	"github.com/politehttp/polite/internal/statuspage"
 	"net/http"
 	"time"
 
@@ -28,6 +31,7 @@ type Transport struct {
 	cfg    config
 	eng    *engine.Engine
 	budget Budget
+	book   atomic.Pointer[statuspage.Book] // the status page's history, from its first read (see StatusHandler)
 }
 
 var _ http.RoundTripper = (*Transport)(nil)

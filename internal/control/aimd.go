@@ -90,3 +90,14 @@ func (a *AIMD) ServerLimit() float64 {
 
 // Estimate returns 0: AIMD's status shows no estimate of the limit.
 func (a *AIMD) Estimate() float64 { return 0 }
+
+// State returns Unthrottled until the first throttle, then Climbing since
+// the last decrease: AIMD grows its rate by steps toward no known limit.
+func (a *AIMD) State() (State, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.enabled {
+		return Unthrottled, time.Time{}
+	}
+	return Climbing, a.lastDecrease
+}

@@ -121,8 +121,10 @@ type Controller interface {
 	// measured; 0 until the first throttle.
 	Estimate() float64
 
-	// State returns where the controller stands, for a key's status.
-	State() State
+	// State returns where the controller stands, for a key's status, and
+	// since when: when it last measured the limit (or was throttled, for
+	// a controller that measures none); zero if never.
+	State() (State, time.Time)
 
 	// StartRate returns the rate at which a key with no history is paced
 	// at now, its first contact, and the burst its bucket holds; false
@@ -188,15 +190,6 @@ func (p *plain) Rate() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rate
-}
-
-// State returns Unthrottled until the first throttle, then Climbing: a
-// controller that knows no limit grows its rate back toward none.
-func (p *plain) State() State {
-	if p.Enabled() {
-		return Climbing
-	}
-	return Unthrottled
 }
 
 // Enabled reports whether the rate applies: true from the first throttle

@@ -104,6 +104,17 @@ func (c *Cubic) Estimate() float64 {
 	return c.wMax
 }
 
+// State returns Unthrottled until the first throttle, then Climbing since
+// the last: Cubic regrows toward the rate of its last throttle.
+func (c *Cubic) State() (State, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled {
+		return Unthrottled, time.Time{}
+	}
+	return Climbing, c.lastThrottle
+}
+
 // MeasuredRate returns the smoothed rate of responses, per second.
 func (c *Cubic) MeasuredRate() float64 {
 	c.mu.Lock()

@@ -155,19 +155,28 @@ func (g *Gentle) Limit() float64 {
 	return g.limit
 }
 
-// State returns where g stands: its gentleState, one for one.
-func (g *Gentle) State() State {
+// State returns where g stands, its gentleState one for one, and since
+// when: when W was found at about its value, or else when the epoch
+// began (the last congestion event).
+func (g *Gentle) State() (State, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var since time.Time
+	switch {
+	case g.found > 0 && g.state != climbing:
+		since = time.Unix(int64(g.found), 0)
+	case g.since > 0:
+		since = time.Unix(0, g.since)
+	}
 	switch g.state {
 	case climbing:
-		return Climbing
+		return Climbing, since
 	case finding:
-		return Finding
+		return Finding, since
 	case holding:
-		return Holding
+		return Holding, since
 	}
-	return Unthrottled
+	return Unthrottled, time.Time{}
 }
 
 // Enabled reports whether the rate applies: true from the first throttle

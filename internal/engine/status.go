@@ -25,6 +25,7 @@ type Status struct {
 	// controller knows no limit yet).
 	Controlled bool
 	State      control.State
+	Since      time.Time // when the controller last measured the limit, or was throttled (see control.Controller.State)
 	Starting   bool
 	// Paused is when the server's pause of the key ends (a Retry-After);
 	// zero if it is not paused.
@@ -105,7 +106,8 @@ func (e *Engine) Status(key string, k *Key, now time.Time) Status {
 		s.Left, s.Reset, s.HasLeft = q.Left(now)
 	}
 	if ctl := k.controller(e.cfg.Kind); ctl != nil {
-		s.Controlled, s.State = true, ctl.State()
+		s.Controlled = true
+		s.State, s.Since = ctl.State()
 		if s.Limit == 0 {
 			s.Limit = ctl.Estimate()
 		}

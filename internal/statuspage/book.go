@@ -1,0 +1,371 @@
+// Package statuspage is a Transport's status page: what its engine knows
+// of its keys, as politestatus's JSON and as an HTML page of its own. A
+// Book keeps the history it charts, sampled when the page is read (at
+// most once a second) into fixed rings: nobody reading it costs a call
+// nothing but the key's counters it reads (engine.Key.Counts).
+package statuspage
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/politehttp/polite/internal/control"
+	"github.com/politehttp/polite/internal/engine"
+	"github.com/politehttp/polite/politestatus"
+)
+
+const (
+	// History is how many samples a ring keeps: five minutes of a page
+	// read each second.
+	History = 300
+	// Tracked is how many keys the book keeps the history of: those the
+	// page showed last. A key shown for the first time starts its
+	// history then.
+	Tracked = 64
+	// MaxTop is the most keys a page shows; DefaultTop the number without
+	// ?n=.
+	MaxTop     = 1000
+	DefaultTop = 50
+	// minGap is the least time between two samples.
+	minGap = time.Second
+)
+
+// A Book is the status page's memory: the history of the Transport's
+// totals and of the keys it showed lately. It is made on the first read
+// of the page, and safe for concurrent use (one page is built at a time).
+type Book struct {
+	eng  *engine.Engine
+	name func(priority int) string // a priority's name ("interactive")
+
+	mu      sync.Mutex
+	last    time.Time // the last sample; zero before the first
+	totals  ring
+	prev    [3]uint64 // every key's counters at the last sample
+	tracked map[string]*track
+}
+
+// New returns the book of eng's keys; name names a priority.
+func New(eng *engine.Engine, name func(priority int) string) *Book {
+	return &Book{eng: eng, name: name, tracked: make(map[string]*track)}
+}
+
+// A track is the history of one key.
+type track struct {
+	k     *engine.Key // the state sampled: a key forgotten and made anew starts over
+	prev  [3]uint32   // its counters at the last sample
+	shown time.Time   // the last page that showed it
+	fresh bool        // tracked since the last sample: its first sample has nothing to count from
+	ring  ring
+}
+
+// A sample is one entry of a ring, kept small: Tracked rings of History.
+type sample struct {
+	at                    int64 // Unix nanoseconds
+	rate, limit, seconds  float32
+	sent, refused, failed uint32
+}
+
+// A ring holds the last History samples.
+type ring struct {
+	s    [History]sample
+	head int // where the next goes
+	n    int
+}
+
+func (r *ring) add(s sample) {
+	r.s[r.head] = s
+	r.head = (r.head + 1) % History
+	r.n = min(r.n+1, History)
+}
+
+// all calls f with each sample, the oldest first.
+func (r *ring) all(f func(s *sample)) {
+	for i := range r.n {
+		f(&r.s[(r.head-r.n+i+History)%History])
+	}
+}
+
+// samples returns the ring's samples, the oldest first, and the counts of
+// those taken within a minute of now.
+func (r *ring) samples(now time.Time) ([]politestatus.Sample, politestatus.Counts) {
+	out := make([]politestatus.Sample, 0, r.n)
+	var minute politestatus.Counts
+	from := now.Add(-time.Minute).UnixNano()
+	r.all(func(s *sample) {
+		out = append(out, politestatus.Sample{
+			Time: time.Unix(0, s.at), Rate: float64(s.rate), Limit: float64(s.limit),
+			Sent: int(s.sent), Refused: int(s.refused), Failed: int(s.failed), Seconds: float64(s.seconds),
+		})
+		if s.at > from {
+			minute.Sent += int(s.sent)
+			minute.Refused += int(s.refused)
+			minute.Failed += int(s.failed)
+			minute.Seconds += float64(s.seconds)
+		}
+	})
+	return out, minute
+}
+
+// A candidate is a key the walk found worth a full status: the ones with
+// most calls holding them, then most refusals and sends since they were
+// made (each read of an atomic counter: the walk over a million keys
+// takes no lock of a key's).
+type candidate struct {
+	key           string
+	k             *engine.Key
+	calls         int
+	refused, sent uint32
+	tracked       bool
+}
+
+func (a *candidate) less(b *candidate) int {
+	if c := cmp.Compare(a.calls, b.calls); c != 0 {
+		return c
+	}
+	if a.tracked != b.tracked { // a key the page showed stays in view while it is as busy as another
+		if a.tracked {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(a.refused, b.refused); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.sent, b.sent)
+}
+
+// Page returns the status at now of the n keys (at most MaxTop) that wait
+// most among those whose name holds search: keys with calls waiting first,
+// the most first, then those the server paused, then those with calls under
+// way, then the ones refused most in the last minute. Reading it takes a
+// sample if the last is a second old or more.
+func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) politestatus.Page {
+	if n <= 0 {
+		n = DefaultTop
+	}
+	n = min(n, MaxTop)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	page := politestatus.Page{Time: now}
+	// The walk: every key once, keeping the best 2n candidates (a full
+	// status reorders them) in a min-heap.
+	want := 2 * n
+	heap := make([]candidate, 0, want)
+	var sums [3]uint64
+	b.eng.Walk(func(key string, k *engine.Key) bool {
+		page.Keys++
+		sent, refused, failed := k.Counts()
+		sums[0] += uint64(sent)
+		sums[1] += uint64(refused)
+		sums[2] += uint64(failed)
+		if search != "" && !strings.Contains(key, search) {
+			return true
+		}
+		page.Matched++
+		_, tracked := b.tracked[key]
+		c := candidate{key: key, k: k, calls: k.Calls(), refused: refused, sent: sent, tracked: tracked}
+		if len(heap) < want {
+			heap = append(heap, c)
+			up(heap, len(heap)-1)
+		} else if c.less(&heap[0]) > 0 {
+			heap[0] = c
+			down(heap, 0)
+		}
+		return true
+	})
+	sampling := b.last.IsZero() || now.Sub(b.last) >= minGap
+	if sampling {
+		b.sampleTotals(now, sums)
+	}
+	statuses := make([]engine.Status, len(heap))
+	for i := range heap {
+		statuses[i] = b.eng.Status(heap[i].key, heap[i].k, now)
+	}
+	keys := make([]politestatus.Key, len(heap))
+	for i := range statuses {
+		keys[i] = b.key(&statuses[i], now)
+	}
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return rank(&keys[j], &keys[i], now) })
+	if len(order) > n {
+		order = order[:n]
+	}
+	for _, i := range order {
+		b.track(keys[i].Key, heap[i].k, now)
+	}
+	if sampling {
+		b.sampleKeys(now)
+		b.last = now
+	}
+	page.Top = make([]politestatus.Key, 0, len(order))
+	for _, i := range order {
+		k := keys[i]
+		if t := b.tracked[k.Key]; t != nil {
+			k.History, k.LastMinute = t.ring.samples(now)
+		}
+		k.Reason = politestatus.Reason(&k, now, loc)
+		page.Top = append(page.Top, k)
+	}
+	page.Totals, _ = b.totals.samples(now)
+	return page
+}
+
+// rank orders two keys by how much they wait, for a page that shows the
+// most first.
+func rank(a, b *politestatus.Key, now time.Time) int {
+	if c := cmp.Compare(a.Waits(), b.Waits()); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b2i(a.PausedUntil.After(now)), b2i(b.PausedUntil.After(now))); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Calls, b.Calls); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.LastMinute.Refused, b.LastMinute.Refused); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.LastMinute.Sent, b.LastMinute.Sent)
+}
+
+// key turns an engine's status into the page's.
+func (b *Book) key(s *engine.Status, now time.Time) politestatus.Key {
+	out := politestatus.Key{Key: s.Key, Rate: s.Rate, Limit: s.Limit, Calls: s.Calls, Members: s.Members}
+	switch {
+	case !s.Controlled:
+		out.State = "off"
+	case s.Starting:
+		out.State = "starting"
+	default:
+		out.State = s.State.String()
+	}
+	if s.Controlled && s.State != control.Unthrottled {
+		out.Since = s.Since
+	}
+	switch {
+	case s.Limit == 0:
+	case s.Stated:
+		out.LimitSource = "stated"
+	default:
+		out.LimitSource = "measured"
+	}
+	if s.Paused.After(now) {
+		out.PausedUntil = s.Paused
+	}
+	if s.HasLeft {
+		out.Quota = &politestatus.Quota{Left: s.Left, Reset: s.Reset}
+	}
+	for _, c := range s.Costs {
+		out.Costs = append(out.Costs, politestatus.Cost{Unit: c.Unit, Limit: c.Limit, Window: c.Window.Seconds(), Left: c.Left})
+	}
+	for _, w := range s.Waiting {
+		out.Waiting = append(out.Waiting, politestatus.Waiting{Priority: b.name(int(w.Priority)), Calls: w.N})
+	}
+	return out
+}
+
+// track keeps the history of key, whose state is k, from now on, if it is
+// not kept yet: the key shown least lately makes room.
+func (b *Book) track(key string, k *engine.Key, now time.Time) {
+	t := b.tracked[key]
+	if t == nil {
+		if len(b.tracked) >= Tracked {
+			var oldest string
+			var at time.Time
+			for name, o := range b.tracked {
+				if oldest == "" || o.shown.Before(at) {
+					oldest, at = name, o.shown
+				}
+			}
+			delete(b.tracked, oldest)
+		}
+		t = &track{}
+		b.tracked[key] = t
+	}
+	if t.k != k { // new, or forgotten and made anew: counting starts over
+		t.k = k
+		t.prev[0], t.prev[1], t.prev[2] = k.Counts()
+		t.fresh = true
+	}
+	t.shown = now
+}
+
+// sampleTotals adds to the totals' ring what every key did since the last
+// sample. A key forgotten takes its counts with it: a total that fell
+// counts nothing.
+func (b *Book) sampleTotals(now time.Time, sums [3]uint64) {
+	if !b.last.IsZero() {
+		s := sample{at: now.UnixNano(), seconds: float32(now.Sub(b.last).Seconds())}
+		s.sent = delta64(sums[0], b.prev[0])
+		s.refused = delta64(sums[1], b.prev[1])
+		s.failed = delta64(sums[2], b.prev[2])
+		b.totals.add(s)
+	}
+	b.prev = sums
+}
+
+// sampleKeys adds to each tracked key's ring what it did since the last
+// sample, and its rate and limit now.
+func (b *Book) sampleKeys(now time.Time) {
+	for key, t := range b.tracked {
+		sent, refused, failed := t.k.Counts()
+		if !t.fresh {
+			st := b.eng.Status(key, t.k, now)
+			s := sample{at: now.UnixNano(), seconds: float32(now.Sub(b.last).Seconds()),
+				rate: float32(st.Rate), limit: float32(st.Limit)}
+			s.sent, s.refused, s.failed = sent-t.prev[0], refused-t.prev[1], failed-t.prev[2]
+			t.ring.add(s)
+		}
+		t.fresh = false
+		t.prev = [3]uint32{sent, refused, failed}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func delta64(now, before uint64) uint32 {
+	if now < before {
+		return 0
+	}
+	return uint32(min(now-before, 1<<32-1))
+}
+
+// up and down keep h a min-heap by candidate.less.
+func up(h []candidate, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[i].less(&h[p]) >= 0 {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func down(h []candidate, i int) {
+	for {
+		l, m := 2*i+1, i
+		if l < len(h) && h[l].less(&h[m]) < 0 {
+			m = l
+		}
+		if r := l + 1; r < len(h) && h[r].less(&h[m]) < 0 {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}

@@ -165,6 +165,8 @@ func Reason(k *Key, now time.Time, loc *time.Location) string {
 		parts = append(parts, fmt.Sprintf("climbing back at %s after a throttle", perSecond(k.Rate)))
 	case k.State == "finding":
 		parts = append(parts, fmt.Sprintf("finding the limit: %s and rising", perSecond(k.Rate)))
+	case k.Quota != nil && k.Rate > 0 && k.Limit == 0:
+		parts = append(parts, fmt.Sprintf("paced at %s to spread the %.0f left of the server's quota until %s", perSecond(k.Rate), k.Quota.Left, clock(k.Quota.Reset)))
 	case k.LimitSource == "stated" && k.Rate > 0:
 		parts = append(parts, fmt.Sprintf("paced at %s under the server's stated limit of %s", perSecond(k.Rate), perSecond(k.Limit)))
 	case k.Rate > 0 && k.Waits() > 0:

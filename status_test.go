@@ -1,0 +1,323 @@
+package polite_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/politestatus"
+)
+
+// topKey returns the page's key named key; it fails the test if the page
+// does not show it.
+func topKey(t *testing.T, p politestatus.Page, key string) politestatus.Key {
+	t.Helper()
+	for _, k := range p.Top {
+		if k.Key == key {
+			return k
+		}
+	}
+	require.Failf(t, "key not shown", "%q is not among %d keys shown", key, len(p.Top))
+	return politestatus.Key{}
+}
+
+// A key its server paused says so, with the time the pause ends; the
+// calls waiting for it are counted and shown first.
+func TestStatusSaysAKeyIsPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		refusing := true
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if refusing && r.URL.Host == "paused.test" {
+				return respond(r, http.StatusTooManyRequests, http.NoBody, "Retry-After", "30"), nil
+			}
+			return respond(r, http.StatusOK, http.NoBody), nil
+		})
+		tr := polite.New(next)
+		visit := func(url string) {
+			resp, err := tr.RoundTrip(httptestRequest(url))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		visit("http://calm.test/")
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { visit("http://paused.test/") })
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		p := tr.Status(time.Now(), 0, "")
+		require.Equal(t, 2, p.Keys)
+		require.Equal(t, "paused.test", p.Top[0].Key, "the key whose calls wait comes first")
+		k := p.Top[0]
+		until := start.Add(30 * time.Second)
+		assert.Equal(t, until, k.PausedUntil)
+		assert.Equal(t, 3, k.Calls, "the three calls wait for the pause's end: in line, or for their retry")
+		assert.Positive(t, k.Waits())
+		assert.True(t, strings.HasPrefix(k.Reason, "paused by the server's Retry-After until "+until.Local().Format("15:04:05")), k.Reason)
+
+		mu.Lock()
+		refusing = false
+		mu.Unlock()
+		wg.Wait()
+		p = tr.Status(time.Now(), 0, "")
+		k = topKey(t, p, "paused.test")
+		assert.Zero(t, k.PausedUntil)
+		assert.Zero(t, k.Waits())
+		assert.NotContains(t, k.Reason, "paused")
+	})
+}
+
+// httptestRequest returns a GET of url.
+func httptestRequest(url string) *http.Request { return httptest.NewRequest(http.MethodGet, url, nil) }
+
+// The calls waiting for a key are told by priority, the highest first.
+func TestStatusTellsTheQueueByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			<-release
+			return respond(r, http.StatusOK, http.NoBody), nil
+		})
+		tr := polite.New(next, polite.WithMaxInFlight(1))
+		var wg sync.WaitGroup
+		call := func(p polite.Priority) {
+			wg.Go(func() {
+				req := httptestRequest("http://api.test/").WithContext(polite.ContextWithPriority(context.Background(), p))
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		call(polite.PriorityDefault) // holds the one slot
+		synctest.Wait()
+		for range 3 {
+			call(polite.PriorityBatch)
+		}
+		for range 2 {
+			call(polite.PriorityInteractive)
+		}
+		synctest.Wait()
+		k := topKey(t, tr.Status(time.Now(), 0, ""), "api.test")
+		assert.Equal(t, []politestatus.Waiting{{Priority: "interactive", Calls: 2}, {Priority: "batch", Calls: 3}}, k.Waiting)
+		assert.Equal(t, 6, k.Calls)
+		assert.True(t, strings.HasSuffix(k.Reason, "; queue of 3 batch calls behind 2 interactive ones"), k.Reason)
+		close(release)
+		wg.Wait()
+	})
+}
+
+// A key under a server's limit is found, then held under it, and the
+// page says so; its history holds a sample each second it was read, with
+// the sends and refusals of each, and the last minute's counts add up to
+// what the server saw.
+func TestStatusHistoryOfAKeyHeldUnderItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := rate.NewLimiter(20, 1)
+		var mu sync.Mutex
+		var sent, refused int
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			sent++
+			if !lim.Allow() {
+				refused++
+				return respond(r, http.StatusTooManyRequests, http.NoBody), nil
+			}
+			return respond(r, http.StatusOK, http.NoBody), nil
+		})
+		tr := polite.New(next, polite.WithMaxAttempts(1))
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					resp, err := tr.RoundTrip(httptestRequest("http://api.test/").WithContext(ctx))
+					if err == nil {
+						resp.Body.Close()
+					}
+				}
+			})
+		}
+		var p politestatus.Page
+		var sentBefore, refusedBefore, countedSent, countedRefused int
+		for i := range 90 {
+			time.Sleep(time.Second)
+			p = tr.Status(time.Now(), 0, "")
+			k := topKey(t, p, "api.test")
+			switch {
+			case i == 29:
+				mu.Lock()
+				sentBefore, refusedBefore = sent, refused
+				mu.Unlock()
+			case i > 29: // the last minute's samples
+				last := k.History[len(k.History)-1]
+				assert.Equal(t, 1.0, last.Seconds)
+				countedSent += last.Sent
+				countedRefused += last.Refused
+			}
+		}
+		stop()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		k := topKey(t, p, "api.test")
+		assert.Len(t, k.History, 89, "a sample each second but the first read's")
+		assert.Len(t, p.Totals, 89)
+		// The server counts a request as it arrives, the key as it is
+		// sent: a few in flight at each end of the minute differ.
+		assert.InDelta(t, sent-sentBefore, countedSent, 4, "the sends of the last minute")
+		assert.InDelta(t, refused-refusedBefore, countedRefused, 4)
+		assert.Equal(t, countedSent, k.LastMinute.Sent, "the last minute is the last 60 samples")
+		assert.Equal(t, countedRefused, k.LastMinute.Refused)
+		assert.Equal(t, "holding", k.State)
+		assert.Equal(t, "measured", k.LimitSource)
+		assert.InDelta(t, 20, k.Limit, 4, "the limit it measured")
+		assert.Contains(t, k.Reason, "% under the limit it measured at ")
+		t.Logf("%s: %s; %d sent, %d refused in the last minute", k.Key, k.Reason, k.LastMinute.Sent, k.LastMinute.Refused)
+	})
+}
+
+// The page shows the n keys that wait most, among those whose name holds
+// the search; it counts the keys held and those matched; a key whose call
+// polite failed in the caller's hands counts it.
+func TestStatusShowsTheKeysThatWaitMost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.HasPrefix(r.URL.Host, "busy") {
+				<-release
+			}
+			if r.URL.Host == "refusing.test" {
+				return respond(r, http.StatusTooManyRequests, http.NoBody, "Retry-After", "60"), nil
+			}
+			return respond(r, http.StatusOK, http.NoBody), nil
+		})
+		tr := polite.New(next, polite.WithMaxInFlight(1))
+		var wg sync.WaitGroup
+		do := func(url string, ctx context.Context) error {
+			resp, err := tr.RoundTrip(httptestRequest(url).WithContext(ctx))
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		for i := range 100 {
+			require.NoError(t, do("http://quiet"+strconv.Itoa(i)+".test/", context.Background()))
+		}
+		for i, calls := range []int{2, 5, 3} { // busy0.test has 1 waiting, busy1.test 4, busy2.test 2
+			for range calls {
+				wg.Go(func() { do("http://busy"+strconv.Itoa(i)+".test/", context.Background()) })
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, do("http://refusing.test/", context.Background()), "a 429 comes back to the caller")
+		var throttled *polite.ThrottledError
+		require.ErrorAs(t, do("http://refusing.test/", ctx), &throttled, "a pause longer than the call's deadline fails it at once")
+		synctest.Wait()
+
+		p := tr.Status(time.Now(), 3, "")
+		assert.Equal(t, 104, p.Keys)
+		assert.Equal(t, 104, p.Matched)
+		var names []string
+		for _, k := range p.Top {
+			names = append(names, k.Key)
+		}
+		assert.Equal(t, []string{"busy1.test", "busy2.test", "busy0.test"}, names, "the most calls waiting first")
+		assert.Equal(t, 4, p.Top[0].Waits())
+
+		p = tr.Status(time.Now(), 0, "refusing")
+		assert.Equal(t, 1, p.Matched)
+		require.Len(t, p.Top, 1)
+		k := p.Top[0]
+		assert.Equal(t, "refusing.test", k.Key)
+		assert.False(t, k.PausedUntil.IsZero())
+		var st polite.KeyStatus
+		for s := range tr.Keys() {
+			if s.Key == "refusing.test" {
+				st = s
+			}
+		}
+		assert.Equal(t, st.Sent, st.Refused, "the first call's attempts, each refused")
+		assert.GreaterOrEqual(t, st.Sent, uint32(2))
+		assert.Equal(t, uint32(1), st.Failed, "the second call, failed in the caller's hands")
+
+		p = tr.Status(time.Now(), 500, "quiet")
+		assert.Equal(t, 100, p.Matched)
+		assert.Len(t, p.Top, 100)
+		assert.Empty(t, tr.Status(time.Now(), 0, "nothing holds this").Top)
+		close(release)
+		wg.Wait()
+	})
+}
+
+// The handler answers JSON or its page, which loads nothing from
+// elsewhere; it refuses what it does not serve.
+func TestStatusHandler(t *testing.T) {
+	tr := polite.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return respond(r, http.StatusOK, http.NoBody, "RateLimit-Policy", `"default";q=100;w=60`, "RateLimit", `"default";r=99;t=60`), nil
+	}))
+	resp, err := tr.RoundTrip(httptestRequest("http://api.test/"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	h := tr.StatusHandler()
+	serve := func(method, target string, header ...string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, target, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, rec := range []*httptest.ResponseRecorder{serve("GET", "/?format=json"), serve("GET", "/", "Accept", "application/json")} {
+		require.Equal(t, http.StatusOK, rec.Code)
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		var p politestatus.Page
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+		require.Len(t, p.Top, 1)
+		k := p.Top[0]
+		assert.Equal(t, "api.test", k.Key)
+		assert.Equal(t, "stated", k.LimitSource)
+		require.NotNil(t, k.Quota)
+		assert.InDelta(t, 99, k.Quota.Left, 1)
+		assert.InDelta(t, 100.0/60, k.Limit, 1e-9)
+		assert.Equal(t, "paced at 1.63/s under the server's stated limit of 1.67/s", k.Reason)
+	}
+
+	rec := serve("GET", "/", "Accept", "text/html,application/xhtml+xml")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	page := rec.Body.String()
+	assert.Contains(t, page, `<table id="keys">`)
+	for _, external := range []string{"http://", "https://", "src=", "href=", "@import", "url("} {
+		if external == "http://" {
+			page = strings.ReplaceAll(page, `"http://www.w3.org/2000/svg"`, "") // SVG's namespace, no address
+		}
+		assert.NotContains(t, page, external, "the page loads nothing from elsewhere")
+	}
+	assert.Contains(t, rec.Header().Get("Content-Security-Policy"), "default-src 'none'")
+
+	assert.Equal(t, http.StatusBadRequest, serve("GET", "/?format=json&n=x").Code)
+	assert.Equal(t, http.StatusBadRequest, serve("GET", "/?format=json&n=-1").Code)
+	assert.Equal(t, http.StatusMethodNotAllowed, serve("POST", "/").Code)
+}

@@ -32,6 +32,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	benchRoundTrips(b, "http://api.test/items", []namedRoundTripper{
 		{"bare", next},
 		{"polite", polite.New(next)},
+		{"polite-status", withStatusPage(polite.New(next))},
 		{"polite-memory", polite.New(next, polite.WithMemory(new(benchMemory)))},
 		{"polite-rate", polite.New(next, polite.WithRate(1e12, 1<<30))},
 		{"polite-crawler", crawler(next)},
@@ -40,6 +41,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	// The key of a host's robots.txt is its host under https, with no
 	// string built; scheme://host under http, one allocation a call.
 	benchRoundTrips(b, "https://api.test/items", []namedRoundTripper{{"polite-crawler-https", crawler(next)}})
+}
+
+// withStatusPage returns t with its status page mounted on a mux, as a
+// program serves it, and never read: what it costs a call (nothing, the
+// goal being 20 ns or less).
+func withStatusPage(t *polite.Transport) *polite.Transport {
+	http.NewServeMux().Handle("/debug/polite/", http.StripPrefix("/debug/polite", t.StatusHandler()))
+	return t
 }
 
 // namedRoundTripper is a case of a benchmark.

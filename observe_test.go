@@ -567,7 +567,7 @@ func TestKeys(t *testing.T) {
 			script: []reply{status(200)},
 			urls:   []string{"http://a.test/"},
 			check: func(t *testing.T, ks []polite.KeyStatus) {
-				assert.Equal(t, []polite.KeyStatus{{Key: "a.test", Rate: 10}}, ks)
+				assert.Equal(t, []polite.KeyStatus{{Key: "a.test", Rate: 10, State: "unthrottled", Sent: 1}}, ks)
 			},
 		},
 		{
@@ -669,7 +669,7 @@ func TestKeys(t *testing.T) {
 			script: []reply{status(200, statedQuota...)},
 			urls:   []string{"http://a.test/"},
 			check: func(t *testing.T, ks []polite.KeyStatus) {
-				assert.Equal(t, []polite.KeyStatus{{Key: "a.test", Rate: 5, Limit: 10}}, ks)
+				assert.Equal(t, []polite.KeyStatus{{Key: "a.test", Rate: 5, Limit: 10, Stated: true, State: "unthrottled", Sent: 1}}, ks)
 			},
 		},
 		{

@@ -39,7 +39,8 @@ func (e *Engine) Admit(c *Call) error {
 	if err := e.admit(c); err != nil {
 		c.Drop()
 		if c.k != nil {
-			c.k.failed.Add(1)
+			c.k.partsOf().failed.Add(1)
+			e.failed.Add(1)
 		}
 		return err
 	}

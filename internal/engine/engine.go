@@ -73,7 +73,16 @@ type Engine struct {
 	epoch time.Time
 	// anchor is the last reading of the wall clock, of Now.
 	anchor atomic.Pointer[anchor]
+	// refused and failed add up the keys' counts of those (see
+	// Key.Counts), which a walk of the keys would read apart, for a
+	// status's totals.
+	refused, failed atomic.Uint64
 }
+
+// Totals returns every key's attempts throttled by their server and
+// refused before they were sent, since the engine was made (see
+// Key.Counts).
+func (e *Engine) Totals() (refused, failed uint64) { return e.refused.Load(), e.failed.Load() }
 
 // Ceiling returns the WithRate rate and burst that no controller exceeds.
 func (e *Engine) Ceiling() (rate.Limit, int) {

@@ -70,7 +70,8 @@ func (e *Engine) Judge(c *Call, a *Answer) *quota.Hold {
 		// too: where other clients spend the same quota unseen, the key's
 		// controller slows down for them.
 		if a.Throttled {
-			k.refused.Add(1)
+			k.partsOf().refused.Add(1)
+			e.refused.Add(1)
 		}
 		stated := e.heed(c, k, s, a.Throttled, a.Now, placed)
 		if ctl := c.ctl; ctl != nil && (s.HasQuota || len(s.Quotas) > 0) {

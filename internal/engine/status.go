@@ -48,26 +48,40 @@ type Status struct {
 // nothing is read of the state but what yield reads. A walk over a
 // million keys copies each shard's keys aside, one shard at a time.
 func (e *Engine) Walk(yield func(key string, k *Key) bool) {
-	var keys []string
-	var vals []*Key
-	for i := range e.keys.Shards() {
-		keys, vals = e.keys.Shards()[i].Values(keys[:0], vals[:0])
+	e.WalkShards(nil, nil, func(keys []string, vals []*Key) bool {
 		for j, k := range vals {
 			if !yield(keys[j], k) {
-				return
+				return false
 			}
 		}
-	}
+		return true
+	})
 }
 
-// StatusOf returns the status of key at now; false if the engine holds
-// no state for it.
-func (e *Engine) StatusOf(key string, now time.Time) (Status, bool) {
-	k, _ := e.keys.ShardOf(key).Peek(key)
-	if k == nil {
-		return Status{}, false
+// WalkShards calls yield with the keys of each shard of the engine's
+// table and their states, one shard at a time (a sixty-fourth of the
+// keys), until yield returns false; the slices are reused for the next
+// shard, grown from keys and vals, which it returns cleared for the next
+// walk. A caller that reads a field of each state in a loop of its own
+// lets the processor fetch many states at once from memory, where a call
+// for each key waits for each in turn.
+func (e *Engine) WalkShards(keys []string, vals []*Key, yield func(keys []string, vals []*Key) bool) ([]string, []*Key) {
+	for i := range e.keys.Shards() {
+		keys, vals = e.keys.Shards()[i].Values(keys[:0], vals[:0])
+		if !yield(keys, vals) {
+			break
+		}
 	}
-	return e.Status(key, k, now), true
+	clear(keys[:cap(keys)]) // keep no key's state alive
+	clear(vals[:cap(vals)])
+	return keys[:0], vals[:0]
+}
+
+// Peek returns the state the engine holds for key, without making one or
+// holding it; nil if there is none.
+func (e *Engine) Peek(key string) *Key {
+	k, _ := e.keys.ShardOf(key).Peek(key)
+	return k
 }
 
 // Statuses returns the keys the engine holds state for, with their

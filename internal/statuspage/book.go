@@ -45,6 +45,10 @@ type Book struct {
 	totals  ring
 	prev    [3]uint64 // every key's counters at the last sample
 	tracked map[string]*track
+	// What a walk over the keys reuses, page after page.
+	names  []string
+	vals   []*engine.Key
+	counts []count
 }
 
 // New returns the book of eng's keys; name names a priority.
@@ -109,29 +113,26 @@ func (r *ring) samples(now time.Time) ([]politestatus.Sample, politestatus.Count
 	return out, minute
 }
 
+// A count is what the walk reads of a key: two fields on one cache line
+// (see engine.Key).
+type count struct {
+	calls int
+	sent  uint32
+}
+
 // A candidate is a key the walk found worth a full status: the ones with
-// most calls holding them, then most refusals and sends since they were
-// made (each read of an atomic counter: the walk over a million keys
-// takes no lock of a key's).
+// most calls holding them, then most sends since they were made (each
+// read of an atomic counter: the walk over a million keys takes no lock
+// of a key's, and reads one cache line of each).
 type candidate struct {
-	key           string
-	k             *engine.Key
-	calls         int
-	refused, sent uint32
-	tracked       bool
+	key   string
+	k     *engine.Key
+	calls int
+	sent  uint32
 }
 
 func (a *candidate) less(b *candidate) int {
 	if c := cmp.Compare(a.calls, b.calls); c != 0 {
-		return c
-	}
-	if a.tracked != b.tracked { // a key the page showed stays in view while it is as busy as another
-		if a.tracked {
-			return 1
-		}
-		return -1
-	}
-	if c := cmp.Compare(a.refused, b.refused); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.sent, b.sent)
@@ -155,29 +156,47 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 	want := 2 * n
 	heap := make([]candidate, 0, want)
 	var sums [3]uint64
-	b.eng.Walk(func(key string, k *engine.Key) bool {
-		page.Keys++
-		sent, refused, failed := k.Counts()
-		sums[0] += uint64(sent)
-		sums[1] += uint64(refused)
-		sums[2] += uint64(failed)
-		if search != "" && !strings.Contains(key, search) {
-			return true
+	b.names, b.vals = b.eng.WalkShards(b.names, b.vals, func(names []string, vals []*engine.Key) bool {
+		// The counters first, in a loop of their own: the processor
+		// fetches many keys' cache lines at once.
+		counts := slices.Grow(b.counts[:0], len(vals))[:len(vals)]
+		b.counts = counts
+		for i, k := range vals {
+			counts[i] = count{calls: k.Calls(), sent: k.Sent()}
 		}
-		page.Matched++
-		_, tracked := b.tracked[key]
-		c := candidate{key: key, k: k, calls: k.Calls(), refused: refused, sent: sent, tracked: tracked}
-		if len(heap) < want {
-			heap = append(heap, c)
-			up(heap, len(heap)-1)
-		} else if c.less(&heap[0]) > 0 {
-			heap[0] = c
-			down(heap, 0)
+		page.Keys += len(vals)
+		for i := range counts {
+			n := &counts[i]
+			sums[0] += uint64(n.sent)
+			key := names[i]
+			if search != "" && !strings.Contains(key, search) {
+				continue
+			}
+			page.Matched++
+			c := candidate{calls: n.calls, sent: n.sent, key: key, k: vals[i]}
+			if len(heap) < want {
+				heap = append(heap, c)
+				up(heap, len(heap)-1)
+			} else if c.less(&heap[0]) > 0 {
+				heap[0] = c
+				down(heap, 0)
+			}
 		}
 		return true
 	})
+	// The keys the page showed lately stay candidates, whose history
+	// orders them among keys as busy (see rank).
+	for key, t := range b.tracked {
+		if search != "" && !strings.Contains(key, search) || slices.ContainsFunc(heap, func(c candidate) bool { return c.key == key }) {
+			continue
+		}
+		if k := b.eng.Peek(key); k != nil && k == t.k {
+			heap = append(heap, candidate{key: key, k: k})
+		}
+	}
 	sampling := b.last.IsZero() || now.Sub(b.last) >= minGap
 	if sampling {
+		sums[1], sums[2] = b.eng.Totals()
 		b.sampleTotals(now, sums)
 	}
 	statuses := make([]engine.Status, len(heap))

@@ -93,6 +93,38 @@ type Overtaking interface {
 	Overtaken(key string, p int8, g Grant) time.Duration
 }
 
+// Inspector is implemented by a [Fleet] that can say what its store holds
+// for keys (package [github.com/politehttp/polite/fleet] does, reading
+// Redis): a Transport's status page shows it beside what the process
+// knows (see [github.com/politehttp/polite.Transport.StatusHandler]). It
+// is called only when the page is read, for the keys it shows.
+type Inspector interface {
+	// Inspect returns what the store holds for each of keys, in the same
+	// order, in one round trip where the store allows; an error if the
+	// store cannot answer within ctx.
+	Inspect(ctx context.Context, keys []string) ([]KeyState, error)
+}
+
+// KeyState is what a fleet's store holds for one key (see [Inspector]).
+type KeyState struct {
+	// Known reports that the store holds state for the key; the other
+	// fields are zero if not.
+	Known bool
+	// Members is how many processes sent to the key lately, as the store
+	// counts them; 0 if it does not.
+	Members int
+	// Limit is the shared controller's estimate of the server's limit, in
+	// requests per second (see [Fleet.SharesController]); 0 if it has
+	// none.
+	Limit float64
+	// Next is when the next send the fleet books may go: later than now
+	// while the fleet's sends are booked ahead. Zero if the store holds
+	// none.
+	Next time.Time
+	// Paused is when the fleet-wide pause of the key ends; zero if none.
+	Paused time.Time
+}
+
 // Request is what a Transport asks of its [Fleet] for one send: the
 // limits that hold for the whole fleet.
 type Request struct {

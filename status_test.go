@@ -3,6 +3,7 @@ package polite_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/politehttp/polite"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/politestatus"
 )
 
@@ -370,4 +372,47 @@ func BenchmarkStatusPage(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// inspectingFleet is a grantFleet whose store says what it holds: state
+// for the keys in held, or err.
+type inspectingFleet struct {
+	grantFleet
+	held map[string]fleetapi.KeyState
+	err  error
+}
+
+func (f *inspectingFleet) Inspect(_ context.Context, keys []string) ([]fleetapi.KeyState, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make([]fleetapi.KeyState, len(keys))
+	for i, k := range keys {
+		out[i] = f.held[k]
+	}
+	return out, nil
+}
+
+// In a fleet whose store can say, the page shows what it holds for each
+// key shown; a store that cannot answer is named once for the page.
+func TestStatusShowsWhatTheFleetHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		f := &inspectingFleet{grantFleet: grantFleet{grant: fleetapi.Grant{Granted: true}}, held: map[string]fleetapi.KeyState{
+			"a.test": {Known: true, Members: 3, Limit: 42, Next: now.Add(time.Second), Paused: now.Add(-time.Second)},
+		}}
+		tr := polite.New(newStub(status(200)), polite.WithFleet(f))
+		fetch(t, tr, "http://a.test/")
+		fetch(t, tr, "http://b.test/")
+		p := tr.Status(time.Now(), 0, "")
+		assert.Empty(t, p.FleetError)
+		assert.Equal(t, &politestatus.Fleet{Known: true, Members: 3, Limit: 42, Next: now.Add(time.Second)}, topKey(t, p, "a.test").Fleet,
+			"a pause over is not shown")
+		assert.Equal(t, &politestatus.Fleet{}, topKey(t, p, "b.test").Fleet, "a key the store holds nothing for")
+
+		f.err = errors.New("store down")
+		p = tr.Status(time.Now(), 0, "")
+		assert.Equal(t, "the fleet's store did not answer: store down", p.FleetError)
+		assert.Nil(t, topKey(t, p, "a.test").Fleet)
+	})
 }

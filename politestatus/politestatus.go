@@ -33,6 +33,9 @@ type Page struct {
 	Totals []Sample `json:"totals"`
 	// Top are the keys that wait most, the most first.
 	Top []Key `json:"top"`
+	// FleetError says why the fleet's store could not say what it holds
+	// for the keys shown; "" if it did, or if there is no fleet.
+	FleetError string `json:"fleet_error,omitempty"`
 }
 
 // A Key is what a Transport knows of one key (see polite.KeyStatus for
@@ -75,9 +78,28 @@ type Key struct {
 	// History is one sample each second the page was read, the oldest
 	// first, for the keys the page has shown lately.
 	History []Sample `json:"history,omitempty"`
+	// Fleet is what the fleet's store (Redis) holds for the key, for a
+	// Transport that shares a fleet whose store can say; nil otherwise.
+	Fleet *Fleet `json:"fleet,omitempty"`
 	// Reason says in words why the key waits, or what paces it; "" if
 	// nothing does.
 	Reason string `json:"reason"`
+}
+
+// Fleet is what a fleet's store holds for a key, read when the page was.
+type Fleet struct {
+	// Known reports that the store holds state for the key.
+	Known bool `json:"known"`
+	// Members is how many processes sent to the key lately.
+	Members int `json:"members"`
+	// Limit is the fleet's shared controller's estimate of the server's
+	// limit, in requests per second; 0 if none.
+	Limit float64 `json:"limit"`
+	// Next is when the next send the fleet books may go; zero if none is
+	// booked ahead.
+	Next time.Time `json:"next,omitzero"`
+	// PausedUntil is when the fleet-wide pause ends; zero if none.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
 // A Quota is what a server's request quota holds.

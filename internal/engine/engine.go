@@ -79,6 +79,9 @@ type Engine struct {
 	refused, failed atomic.Uint64
 }
 
+// Fleet returns the fleet the engine's keys are shared with; nil if none.
+func (e *Engine) Fleet() fleetapi.Fleet { return e.cfg.Fleet }
+
 // Totals returns every key's attempts throttled by their server and
 // refused before they were sent, since the engine was made (see
 // Key.Counts).

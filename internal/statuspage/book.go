@@ -7,11 +7,14 @@ package statuspage
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/politehttp/polite/internal/control"
 	"github.com/politehttp/polite/internal/engine"
 	"github.com/politehttp/polite/politestatus"
@@ -223,8 +226,24 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 		b.last = now
 	}
 	page.Top = make([]politestatus.Key, 0, len(order))
-	for _, i := range order {
+	var fleet []fleetapi.KeyState
+	if in, ok := b.eng.Fleet().(fleetapi.Inspector); ok && len(order) > 0 {
+		fleet, page.FleetError = inspect(in, keys, order)
+	}
+	for j, i := range order {
 		k := keys[i]
+		if j < len(fleet) && fleet[j].Known {
+			f := fleet[j]
+			k.Fleet = &politestatus.Fleet{Known: true, Members: f.Members, Limit: f.Limit}
+			if f.Next.After(now) {
+				k.Fleet.Next = f.Next
+			}
+			if f.Paused.After(now) {
+				k.Fleet.PausedUntil = f.Paused
+			}
+		} else if j < len(fleet) {
+			k.Fleet = &politestatus.Fleet{}
+		}
 		if t := b.tracked[k.Key]; t != nil {
 			k.History, k.LastMinute = t.ring.samples(now)
 		}
@@ -233,6 +252,28 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 	}
 	page.Totals, _ = b.totals.samples(now)
 	return page
+}
+
+// InspectTimeout bounds how long a page waits for the fleet's store.
+const InspectTimeout = 500 * time.Millisecond
+
+// inspect asks the fleet's store what it holds for the keys of order: nil
+// and why, if it cannot say.
+func inspect(in fleetapi.Inspector, keys []politestatus.Key, order []int) ([]fleetapi.KeyState, string) {
+	names := make([]string, len(order))
+	for j, i := range order {
+		names[j] = keys[i].Key
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), InspectTimeout)
+	defer cancel()
+	states, err := in.Inspect(ctx, names)
+	if err != nil {
+		return nil, "the fleet's store did not answer: " + err.Error()
+	}
+	if len(states) != len(names) {
+		return nil, fmt.Sprintf("the fleet's store answered for %d keys of %d", len(states), len(names))
+	}
+	return states, ""
 }
 
 // rank orders two keys by how much they wait, for a page that shows the

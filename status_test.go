@@ -416,3 +416,36 @@ func TestStatusShowsWhatTheFleetHolds(t *testing.T) {
 		assert.Nil(t, topKey(t, p, "a.test").Fleet)
 	})
 }
+
+// The history is bounded: five minutes of samples a key, for the 64 keys
+// shown last; a key shown for the first time starts its history then.
+func TestStatusHistoryIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := polite.New(newStub(status(200)))
+		for i := range 100 {
+			fetch(t, tr, "http://h"+strconv.Itoa(i)+".test/")
+		}
+		tr.Status(time.Now(), 100, "")
+		time.Sleep(time.Second)
+		p := tr.Status(time.Now(), 100, "")
+		require.Len(t, p.Top, 100)
+		withHistory := 0
+		for _, k := range p.Top {
+			if len(k.History) > 0 {
+				withHistory++
+			}
+		}
+		assert.Equal(t, 64, withHistory, "the keys whose history is kept")
+
+		for range 400 {
+			time.Sleep(time.Second)
+			fetch(t, tr, "http://h0.test/")
+			p = tr.Status(time.Now(), 1, "h0.test")
+		}
+		k := topKey(t, p, "h0.test")
+		assert.Len(t, k.History, 300, "five minutes of samples")
+		assert.Equal(t, 1, k.History[299].Sent)
+		assert.Equal(t, politestatus.Counts{Sent: 60, Seconds: 60}, k.LastMinute)
+		assert.Len(t, p.Totals, 300)
+	})
+}

@@ -213,6 +213,9 @@ func queue(ws []Waiting) string {
 	case 0:
 		return ""
 	case 1:
+		if w := nonzero[0]; w.Priority == "default" { // the only one: no class to tell apart
+			return fmt.Sprintf("queue of %s", calls(Waiting{Calls: w.Calls}, "calls"))
+		}
 		return fmt.Sprintf("queue of %s", calls(nonzero[0], "calls"))
 	}
 	last := nonzero[len(nonzero)-1]
@@ -228,7 +231,7 @@ func calls(w Waiting, noun string) string {
 	if w.Calls == 1 {
 		noun = strings.TrimSuffix(noun, "s")
 	}
-	if w.Priority == "" || w.Priority == "default" {
+	if w.Priority == "" {
 		return fmt.Sprintf("%d %s", w.Calls, noun)
 	}
 	return fmt.Sprintf("%d %s %s", w.Calls, w.Priority, noun)

@@ -218,9 +218,7 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 	if len(order) > n {
 		order = order[:n]
 	}
-	for _, i := range order {
-		b.track(keys[i].Key, heap[i].k, now)
-	}
+	b.track(keys, heap, order[:min(len(order), Tracked)], now)
 	if sampling {
 		b.sampleKeys(now)
 		b.last = now
@@ -330,12 +328,20 @@ func (b *Book) key(s *engine.Status, now time.Time) politestatus.Key {
 	return out
 }
 
-// track keeps the history of key, whose state is k, from now on, if it is
-// not kept yet: the key shown least lately makes room.
-func (b *Book) track(key string, k *engine.Key, now time.Time) {
-	t := b.tracked[key]
-	if t == nil {
-		if len(b.tracked) >= Tracked {
+// track keeps the history of the keys of order (Tracked at most) from now
+// on, those not kept yet making room by the keys shown least lately.
+func (b *Book) track(keys []politestatus.Key, heap []candidate, order []int, now time.Time) {
+	var fresh []int
+	for _, i := range order {
+		if t := b.tracked[keys[i].Key]; t != nil {
+			t.shown = now
+			b.follow(t, heap[i].k)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	for _, i := range fresh {
+		if len(b.tracked) >= Tracked { // one at least was not shown now
 			var oldest string
 			var at time.Time
 			for name, o := range b.tracked {
@@ -345,15 +351,20 @@ func (b *Book) track(key string, k *engine.Key, now time.Time) {
 			}
 			delete(b.tracked, oldest)
 		}
-		t = &track{}
-		b.tracked[key] = t
+		t := &track{shown: now}
+		b.tracked[keys[i].Key] = t
+		b.follow(t, heap[i].k)
 	}
-	if t.k != k { // new, or forgotten and made anew: counting starts over
+}
+
+// follow makes t the history of the state k: a key new to the book, or
+// forgotten and made anew, starts counting over.
+func (b *Book) follow(t *track, k *engine.Key) {
+	if t.k != k {
 		t.k = k
 		t.prev[0], t.prev[1], t.prev[2] = k.Counts()
 		t.fresh = true
 	}
-	t.shown = now
 }
 
 // sampleTotals adds to the totals' ring what every key did since the last

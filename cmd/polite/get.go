@@ -58,11 +58,13 @@ outright (SIGKILL, or a second Ctrl-C) cannot remove it, and may leave a
   error     why there is no response or no whole body, "" when none
 A non-2xx status is no "error", but the URL counts as failed.
 
-A progress bar is drawn on stderr when it is a terminal, and a one-line
-summary is printed there at the end (canceled and not started URLs are
-counted apart from the failed ones). Ctrl-C stops the run: no new URL is
-started, the requests in flight are cancelled (their lines say "canceled";
-URLs not started get no line), and the lines already written are whole.
+A progress bar is drawn on stderr when it is a terminal, with under it the
+line that says why the host that waits most waits (a Retry-After, a quota
+spent, a queue), and a one-line summary is printed there at the end
+(canceled and not started URLs are counted apart from the failed ones).
+Ctrl-C stops the run: no new URL is started, the requests in flight are
+cancelled (their lines say "canceled"; URLs not started get no line), and
+the lines already written are whole.
 
 Exit status: 0 when every URL got a 2xx response, 1 when any did not or the
 run was interrupted, 2 when the command line is wrong. An empty -i file is
@@ -230,7 +232,7 @@ func (g *getter) run(ctx context.Context, urls []string) getSummary {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sched := newGetScheduler(urls, g.flags.workers)
-	bar := newGetProgress(g.e.stderr, len(urls), g.tally.throttled.Load)
+	bar := newGetProgress(g.e.stderr, len(urls), g.tally.throttled.Load, g.client.Transport.(*polite.Transport).Status)
 	var wg sync.WaitGroup
 	for {
 		j, ok := sched.take(runCtx)

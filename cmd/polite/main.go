@@ -1,12 +1,14 @@
 // Command polite fetches URLs politely, shows what an API says of its rate
-// limits, and demonstrates what polite does against servers that enforce
-// limits the way real ones do.
+// limits, demonstrates what polite does against servers that enforce
+// limits the way real ones do, and shows a program's polite status page in
+// the terminal.
 //
 // Usage:
 //
 //	polite get [flags] URL...      fetch URLs politely (-i FILE, or - for stdin)
 //	polite inspect [flags] URL     what a server says of its limits, and what polite would do
 //	polite demo [flags]            plain client, oracle and polite against local limiters, with a chart
+//	polite top [flags] ADDR        a program's polite status page in the terminal, as top shows processes
 //
 // Each command takes -h. The exit status is 0 on success, 1 when the work
 // failed (a URL that could not be fetched, a server that could not be
@@ -59,6 +61,7 @@ func commands() []command {
 		{name: "get", summary: "fetch URLs politely", run: runGet},
 		{name: "inspect", summary: "show what a server says of its rate limits, and what polite would do", run: runInspect},
 		{name: "demo", summary: "plain client, oracle and polite against local rate limiters, with a chart", run: runDemo},
+		{name: "top", summary: "show a program's polite status page (Transport.StatusHandler) in the terminal", run: runTop},
 	}
 }
 

@@ -3,6 +3,7 @@ package polite
 import (
 	"iter"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/politehttp/polite/internal/engine"
@@ -127,7 +128,8 @@ func state(s *engine.Status) string {
 // most, a chart of each one's rate, limit, sends and refusals over the
 // last minutes, and a line that says in words why it waits; and the same
 // as JSON (?format=json, a [politestatus.Page]). ?n= is how many keys to
-// show (50 by default), ?q= what their names hold.
+// show (50 by default), ?q= what their names hold; ?history=0 leaves the
+// samples out, for a reader that charts nothing.
 //
 // It costs a call nothing while nobody reads it: the history is sampled
 // when the page is read, at most once a second, into fixed rings (five
@@ -145,7 +147,7 @@ func (t *Transport) StatusHandler() http.Handler {
 // among those whose name holds search, with their history. Times in the
 // reason lines are in the local zone.
 func (t *Transport) Status(now time.Time, n int, search string) politestatus.Page {
-	return t.statusBook().Page(now, n, search, nil)
+	return t.statusBook().Page(now, n, search, true, nil)
 }
 
 // statusBook returns the status page's history, made on the first read.
@@ -153,6 +155,16 @@ func (t *Transport) statusBook() *statuspage.Book {
 	if b := t.book.Load(); b != nil {
 		return b
 	}
-	t.book.CompareAndSwap(nil, statuspage.New(t.eng, func(p int) string { return Priority(p).String() }))
+	t.book.CompareAndSwap(nil, statuspage.New(t.eng, priorityName))
 	return t.book.Load()
+}
+
+// priorityName names a priority on the status page: its class
+// ("interactive"), or "priority 5" between classes.
+func priorityName(p int) string {
+	switch pr := Priority(p); pr {
+	case PriorityCritical, PriorityInteractive, PriorityDefault, PriorityBatch, PriorityBackground:
+		return pr.String()
+	}
+	return "priority " + strconv.Itoa(p)
 }

@@ -187,6 +187,7 @@ func (s *topSource) read(ctx context.Context, n int, search string) (politestatu
 	u := *s.url
 	q := u.Query()
 	q.Set("format", "json")
+	q.Set("history", "0") // top charts nothing: the samples would be most of each answer
 	q.Del("n")
 	if n > 0 {
 		q.Set("n", strconv.Itoa(n))

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -95,26 +96,34 @@ func (r *ring) all(f func(s *sample)) {
 	}
 }
 
-// samples returns the ring's samples, the oldest first, and the counts of
-// those taken within a minute of now.
-func (r *ring) samples(now time.Time) ([]politestatus.Sample, politestatus.Counts) {
+// samples returns the ring's samples, the oldest first.
+func (r *ring) samples() []politestatus.Sample {
 	out := make([]politestatus.Sample, 0, r.n)
-	var minute politestatus.Counts
-	from := now.Add(-time.Minute).UnixNano()
 	r.all(func(s *sample) {
 		out = append(out, politestatus.Sample{
-			Time: time.Unix(0, s.at), Rate: float64(s.rate), Limit: float64(s.limit),
-			Sent: int(s.sent), Refused: int(s.refused), Failed: int(s.failed), Seconds: float64(s.seconds),
+			Time: time.Unix(0, s.at), Rate: round(s.rate), Limit: round(s.limit),
+			Sent: int(s.sent), Refused: int(s.refused), Failed: int(s.failed), Seconds: round(s.seconds),
 		})
+	})
+	return out
+}
+
+// last adds to c the counts of the samples taken within a minute of now.
+func (r *ring) last(now time.Time, c *politestatus.Counts) {
+	from := now.Add(-time.Minute).UnixNano()
+	r.all(func(s *sample) {
 		if s.at > from {
-			minute.Sent += int(s.sent)
-			minute.Refused += int(s.refused)
-			minute.Failed += int(s.failed)
-			minute.Seconds += float64(s.seconds)
+			c.Sent += int(s.sent)
+			c.Refused += int(s.refused)
+			c.Failed += int(s.failed)
+			c.Seconds += float64(s.seconds)
 		}
 	})
-	return out, minute
 }
+
+// round gives a sample's float32 to three decimals, as float64: 1.237,
+// not 1.2374999523162842.
+func round(f float32) float64 { return math.Round(float64(f)*1000) / 1000 }
 
 // A count is what the walk reads of a key: two fields on one cache line
 // (see engine.Key).
@@ -145,8 +154,9 @@ func (a *candidate) less(b *candidate) int {
 // most among those whose name holds search: keys with calls waiting first,
 // the most first, then those the server paused, then those with calls under
 // way, then the ones refused most in the last minute. Reading it takes a
-// sample if the last is a second old or more.
-func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) politestatus.Page {
+// sample if the last is a second old or more. Without history, the page
+// leaves the samples out (the last minute's counts stay).
+func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time.Location) politestatus.Page {
 	if n <= 0 {
 		n = DefaultTop
 	}
@@ -210,6 +220,11 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 	for i := range statuses {
 		keys[i] = b.key(&statuses[i], now)
 	}
+	for i := range keys { // the last minute, as the rings hold it, orders keys as busy
+		if t := b.tracked[keys[i].Key]; t != nil && t.k == heap[i].k {
+			t.ring.last(now, &keys[i].LastMinute)
+		}
+	}
 	order := make([]int, len(keys))
 	for i := range order {
 		order[i] = i
@@ -243,12 +258,18 @@ func (b *Book) Page(now time.Time, n int, search string, loc *time.Location) pol
 			k.Fleet = &politestatus.Fleet{}
 		}
 		if t := b.tracked[k.Key]; t != nil {
-			k.History, k.LastMinute = t.ring.samples(now)
+			k.LastMinute = politestatus.Counts{}
+			t.ring.last(now, &k.LastMinute)
+			if history {
+				k.History = t.ring.samples()
+			}
 		}
 		k.Reason = politestatus.Reason(&k, now, loc)
 		page.Top = append(page.Top, k)
 	}
-	page.Totals, _ = b.totals.samples(now)
+	if history {
+		page.Totals = b.totals.samples()
+	}
 	return page
 }
 

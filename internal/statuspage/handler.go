@@ -16,7 +16,7 @@ var page []byte
 // that asks for JSON and not HTML) answers the page as politestatus.Page;
 // otherwise the HTML page, whose script reads the JSON at the same path
 // each second. ?n= is how many keys to show (DefaultTop, MaxTop at most),
-// ?q= what their names hold.
+// ?q= what their names hold; ?history=0 leaves the samples out.
 type Handler struct {
 	// Book returns the book to read, made on the first read.
 	Book func() *Book
@@ -49,7 +49,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	p := h.Book().Page(time.Now(), n, q.Get("q"), h.Loc)
+	p := h.Book().Page(time.Now(), n, q.Get("q"), q.Get("history") != "0", h.Loc)
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")

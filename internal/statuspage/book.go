@@ -186,14 +186,7 @@ func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time
 				continue
 			}
 			page.Matched++
-			c := candidate{calls: n.calls, sent: n.sent, key: key, k: vals[i]}
-			if len(heap) < want {
-				heap = append(heap, c)
-				up(heap, len(heap)-1)
-			} else if c.less(&heap[0]) > 0 {
-				heap[0] = c
-				down(heap, 0)
-			}
+			heap = push(heap, candidate{calls: n.calls, sent: n.sent, key: key, k: vals[i]}, want)
 		}
 		return true
 	})
@@ -431,6 +424,19 @@ func delta64(now, before uint64) uint32 {
 		return 0
 	}
 	return uint32(min(now-before, 1<<32-1))
+}
+
+// push adds c to the min-heap h of want candidates at most, if it has room
+// or c is busier than its least.
+func push(h []candidate, c candidate, want int) []candidate {
+	if len(h) < want {
+		h = append(h, c)
+		up(h, len(h)-1)
+	} else if c.less(&h[0]) > 0 {
+		h[0] = c
+		down(h, 0)
+	}
+	return h
 }
 
 // up and down keep h a min-heap by candidate.less.

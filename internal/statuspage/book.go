@@ -164,11 +164,63 @@ func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	page := politestatus.Page{Time: now}
-	// The walk: every key once, keeping the best 2n candidates (a full
-	// status reorders them) in a min-heap.
-	want := 2 * n
-	heap := make([]candidate, 0, want)
-	var sums [3]uint64
+	heap, sent := b.walk(&page, search, 2*n) // 2n: a full status reorders them
+	sampling := b.last.IsZero() || now.Sub(b.last) >= minGap
+	if sampling {
+		refused, failed := b.eng.Totals()
+		b.sampleTotals(now, [3]uint64{sent, refused, failed})
+	}
+	keys := make([]politestatus.Key, len(heap))
+	for i := range heap {
+		s := b.eng.Status(heap[i].key, heap[i].k, now)
+		keys[i] = b.key(&s, now)
+		if t := b.tracked[keys[i].Key]; t != nil && t.k == heap[i].k {
+			t.ring.last(now, &keys[i].LastMinute) // it orders keys as busy
+		}
+	}
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return rank(&keys[j], &keys[i], now) })
+	order = order[:min(len(order), n)]
+	b.track(keys, heap, order[:min(len(order), Tracked)], now)
+	if sampling {
+		b.sampleKeys(now)
+		b.last = now
+	}
+	var fleet []fleetapi.KeyState
+	if in, ok := b.eng.Fleet().(fleetapi.Inspector); ok && len(order) > 0 {
+		fleet, page.FleetError = inspect(in, keys, order)
+	}
+	page.Top = make([]politestatus.Key, 0, len(order))
+	for j, i := range order {
+		k := keys[i]
+		if j < len(fleet) {
+			k.Fleet = fleetState(&fleet[j], now)
+		}
+		if t := b.tracked[k.Key]; t != nil {
+			k.LastMinute = politestatus.Counts{} // with the sample just taken
+			t.ring.last(now, &k.LastMinute)
+			if history {
+				k.History = t.ring.samples()
+			}
+		}
+		k.Reason = politestatus.Reason(&k, now, loc)
+		page.Top = append(page.Top, k)
+	}
+	if history {
+		page.Totals = b.totals.samples()
+	}
+	return page
+}
+
+// walk reads every key once and returns the want busiest among those
+// whose name holds search (see candidate), with the keys the page showed
+// lately, and every key's sends; it counts the keys, and those matched,
+// in page.
+func (b *Book) walk(page *politestatus.Page, search string, want int) (heap []candidate, sent uint64) {
+	heap = make([]candidate, 0, want)
 	b.names, b.vals = b.eng.WalkShards(b.names, b.vals, func(names []string, vals []*engine.Key) bool {
 		// The counters first, in a loop of their own: the processor
 		// fetches many keys' cache lines at once.
@@ -178,15 +230,13 @@ func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time
 			counts[i] = count{calls: k.Calls(), sent: k.Sent()}
 		}
 		page.Keys += len(vals)
-		for i := range counts {
-			n := &counts[i]
-			sums[0] += uint64(n.sent)
-			key := names[i]
-			if search != "" && !strings.Contains(key, search) {
+		for i, n := range counts {
+			sent += uint64(n.sent)
+			if search != "" && !strings.Contains(names[i], search) {
 				continue
 			}
 			page.Matched++
-			heap = push(heap, candidate{calls: n.calls, sent: n.sent, key: key, k: vals[i]}, want)
+			heap = push(heap, candidate{calls: n.calls, sent: n.sent, key: names[i], k: vals[i]}, want)
 		}
 		return true
 	})
@@ -200,70 +250,23 @@ func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time
 			heap = append(heap, candidate{key: key, k: k})
 		}
 	}
-	sampling := b.last.IsZero() || now.Sub(b.last) >= minGap
-	if sampling {
-		sums[1], sums[2] = b.eng.Totals()
-		b.sampleTotals(now, sums)
+	return heap, sent
+}
+
+// fleetState is what the page shows of what a fleet's store holds for a
+// key at now: the time of a booking or a pause only while ahead.
+func fleetState(f *fleetapi.KeyState, now time.Time) *politestatus.Fleet {
+	if !f.Known {
+		return &politestatus.Fleet{}
 	}
-	statuses := make([]engine.Status, len(heap))
-	for i := range heap {
-		statuses[i] = b.eng.Status(heap[i].key, heap[i].k, now)
+	out := &politestatus.Fleet{Known: true, Members: f.Members, Limit: f.Limit}
+	if f.Next.After(now) {
+		out.Next = f.Next
 	}
-	keys := make([]politestatus.Key, len(heap))
-	for i := range statuses {
-		keys[i] = b.key(&statuses[i], now)
+	if f.Paused.After(now) {
+		out.PausedUntil = f.Paused
 	}
-	for i := range keys { // the last minute, as the rings hold it, orders keys as busy
-		if t := b.tracked[keys[i].Key]; t != nil && t.k == heap[i].k {
-			t.ring.last(now, &keys[i].LastMinute)
-		}
-	}
-	order := make([]int, len(keys))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(i, j int) int { return rank(&keys[j], &keys[i], now) })
-	if len(order) > n {
-		order = order[:n]
-	}
-	b.track(keys, heap, order[:min(len(order), Tracked)], now)
-	if sampling {
-		b.sampleKeys(now)
-		b.last = now
-	}
-	page.Top = make([]politestatus.Key, 0, len(order))
-	var fleet []fleetapi.KeyState
-	if in, ok := b.eng.Fleet().(fleetapi.Inspector); ok && len(order) > 0 {
-		fleet, page.FleetError = inspect(in, keys, order)
-	}
-	for j, i := range order {
-		k := keys[i]
-		if j < len(fleet) && fleet[j].Known {
-			f := fleet[j]
-			k.Fleet = &politestatus.Fleet{Known: true, Members: f.Members, Limit: f.Limit}
-			if f.Next.After(now) {
-				k.Fleet.Next = f.Next
-			}
-			if f.Paused.After(now) {
-				k.Fleet.PausedUntil = f.Paused
-			}
-		} else if j < len(fleet) {
-			k.Fleet = &politestatus.Fleet{}
-		}
-		if t := b.tracked[k.Key]; t != nil {
-			k.LastMinute = politestatus.Counts{}
-			t.ring.last(now, &k.LastMinute)
-			if history {
-				k.History = t.ring.samples()
-			}
-		}
-		k.Reason = politestatus.Reason(&k, now, loc)
-		page.Top = append(page.Top, k)
-	}
-	if history {
-		page.Totals = b.totals.samples()
-	}
-	return page
+	return out
 }
 
 // InspectTimeout bounds how long a page waits for the fleet's store.

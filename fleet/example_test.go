@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/politehttp/polite"
 	"github.com/politehttp/polite/fleet"
+	"github.com/politehttp/polite/fleetapi"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -95,4 +97,47 @@ func ExampleFleet_RetryBudget() {
 	}
 	fmt.Println("4 calls, attempts:", attempts.Load())
 	// Output: 4 calls, attempts: 6
+}
+
+// A status page shows what Redis holds for the keys it shows: here, a
+// key that two processes sent to and one of them paused. (The example runs
+// an in-process Redis; in real use, pass a client of yours.)
+func ExampleFleet_Inspect() {
+	m, err := miniredis.Run()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+	var fleets []*fleet.Fleet
+	for _, member := range []string{"a", "b"} { // in real use, one in each process
+		f := fleet.New(rdb, fleet.WithMember(member))
+		defer f.Close()
+		fleets = append(fleets, f)
+		if _, err := f.Reserve(context.Background(), "api.example", fleetapi.Request{PerSecond: 10, Burst: 1, MaxWait: -1}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := fleets[0].Pause(context.Background(), "api.example", 30*time.Second, fleetapi.Request{PerSecond: 10, Burst: 1}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	states, err := fleets[1].Inspect(context.Background(), []string{"api.example", "other.example"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range states {
+		if s.Paused.IsZero() {
+			fmt.Printf("known %v, %d members, not paused\n", s.Known, s.Members)
+			continue
+		}
+		fmt.Printf("known %v, %d members, paused for about %v\n", s.Known, s.Members, time.Until(s.Paused).Round(time.Second))
+	}
+	// Output:
+	// known true, 2 members, paused for about 30s
+	// known false, 0 members, not paused
 }

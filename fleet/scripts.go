@@ -67,3 +67,10 @@ var adjustScript = redis.NewScript(adjustLua)
 
 //go:embed lua/adjust.lua
 var adjustLua string
+
+// inspectScript reads what Redis holds for a key, on Redis's clock, and
+// writes nothing (lua/inspect.lua).
+var inspectScript = redis.NewScript(inspectLua)
+
+//go:embed lua/inspect.lua
+var inspectLua string

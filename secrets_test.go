@@ -270,6 +270,12 @@ func TestNoSecretsInLogs(t *testing.T) {
 	for _, err := range errs {
 		texts["a returned error"] = append(texts["a returned error"], err.Error())
 	}
+	for _, rt := range []*polite.Transport{tr, broke} { // the status page, as its JSON tells it
+		rec := httptest.NewRecorder()
+		rt.StatusHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+		assert.Contains(t, rec.Body.String(), `"reason"`, "the status page shows keys")
+		texts["the status page"] = append(texts["the status page"], rec.Body.String())
+	}
 	for what, list := range texts {
 		for _, text := range list {
 			for _, s := range plantedSecrets {

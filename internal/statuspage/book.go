@@ -292,7 +292,9 @@ func inspect(in fleetapi.Inspector, keys []politestatus.Key, order []int) ([]fle
 }
 
 // rank orders two keys by how much they wait, for a page that shows the
-// most first.
+// most first; keys as busy by name, so that a page shows the same keys as
+// the page before (whose history it keeps), not those a walk of the keys
+// in another order found first.
 func rank(a, b *politestatus.Key, now time.Time) int {
 	if c := cmp.Compare(a.Waits(), b.Waits()); c != 0 {
 		return c
@@ -306,7 +308,10 @@ func rank(a, b *politestatus.Key, now time.Time) int {
 	if c := cmp.Compare(a.LastMinute.Refused, b.LastMinute.Refused); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.LastMinute.Sent, b.LastMinute.Sent)
+	if c := cmp.Compare(a.LastMinute.Sent, b.LastMinute.Sent); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Key, a.Key) // as busy: by name, the same from page to page
 }
 
 // key turns an engine's status into the page's.

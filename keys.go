@@ -147,7 +147,7 @@ func (t *Transport) StatusHandler() http.Handler {
 // among those whose name holds search, with their history. Times in the
 // reason lines are in the local zone.
 func (t *Transport) Status(now time.Time, n int, search string) politestatus.Page {
-	return t.statusBook().Page(now, n, search, true, nil)
+	return t.statusBook().Page(now, n, search, true)
 }
 
 // statusBook returns the status page's history, made on the first read.

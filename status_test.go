@@ -51,17 +51,11 @@ func TestStatusSaysAKeyIsPaused(t *testing.T) {
 			return respond(r, http.StatusOK, http.NoBody), nil
 		})
 		tr := polite.New(next)
-		visit := func(url string) {
-			resp, err := tr.RoundTrip(httptestRequest(url))
-			if err == nil {
-				resp.Body.Close()
-			}
-		}
-		visit("http://calm.test/")
+		send(context.Background(), tr, "http://calm.test/")
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range 3 {
-			wg.Go(func() { visit("http://paused.test/") })
+			wg.Go(func() { send(context.Background(), tr, "http://paused.test/") })
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -87,8 +81,15 @@ func TestStatusSaysAKeyIsPaused(t *testing.T) {
 	})
 }
 
-// httptestRequest returns a GET of url.
-func httptestRequest(url string) *http.Request { return httptest.NewRequest(http.MethodGet, url, nil) }
+// send sends a GET of url with ctx through rt and closes the response's
+// body; it returns the error, if any, for the caller to judge.
+func send(ctx context.Context, rt http.RoundTripper, url string) error {
+	resp, err := rt.RoundTrip(httptest.NewRequestWithContext(ctx, http.MethodGet, url, nil))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
 
 // The calls waiting for a key are told by priority, the highest first.
 func TestStatusTellsTheQueueByPriority(t *testing.T) {
@@ -101,13 +102,7 @@ func TestStatusTellsTheQueueByPriority(t *testing.T) {
 		tr := polite.New(next, polite.WithMaxInFlight(1))
 		var wg sync.WaitGroup
 		call := func(p polite.Priority) {
-			wg.Go(func() {
-				req := httptestRequest("http://api.test/").WithContext(polite.ContextWithPriority(context.Background(), p))
-				resp, err := tr.RoundTrip(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-			})
+			wg.Go(func() { send(polite.ContextWithPriority(context.Background(), p), tr, "http://api.test/") })
 		}
 		call(polite.PriorityDefault) // holds the one slot
 		synctest.Wait()
@@ -153,10 +148,7 @@ func TestStatusHistoryOfAKeyHeldUnderItsLimit(t *testing.T) {
 		for range 4 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					resp, err := tr.RoundTrip(httptestRequest("http://api.test/").WithContext(ctx))
-					if err == nil {
-						resp.Body.Close()
-					}
+					send(ctx, tr, "http://api.test/")
 				}
 			})
 		}
@@ -216,13 +208,7 @@ func TestStatusShowsTheKeysThatWaitMost(t *testing.T) {
 		})
 		tr := polite.New(next, polite.WithMaxInFlight(1))
 		var wg sync.WaitGroup
-		do := func(url string, ctx context.Context) error {
-			resp, err := tr.RoundTrip(httptestRequest(url).WithContext(ctx))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		do := func(url string, ctx context.Context) error { return send(ctx, tr, url) }
 		for i := range 100 {
 			require.NoError(t, do("http://quiet"+strconv.Itoa(i)+".test/", context.Background()))
 		}
@@ -279,9 +265,7 @@ func TestStatusHandler(t *testing.T) {
 	tr := polite.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return respond(r, http.StatusOK, http.NoBody, "RateLimit-Policy", `"default";q=100;w=60`, "RateLimit", `"default";r=99;t=60`), nil
 	}))
-	resp, err := tr.RoundTrip(httptestRequest("http://api.test/"))
-	require.NoError(t, err)
-	resp.Body.Close()
+	require.NoError(t, send(context.Background(), tr, "http://api.test/"))
 	h := tr.StatusHandler()
 	serve := func(method, target string, header ...string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -346,7 +330,7 @@ func BenchmarkStatusPage(b *testing.B) {
 			var wg sync.WaitGroup
 			for i := range 100 {
 				for range 3 {
-					wg.Go(func() { tr.RoundTrip(httptestRequest("http://busy" + strconv.Itoa(i) + ".test/")) })
+					wg.Go(func() { send(context.Background(), tr, "http://busy"+strconv.Itoa(i)+".test/") })
 				}
 			}
 			for { // until each busy key has its three calls, one sent and two waiting

@@ -147,27 +147,10 @@ func (f *Fleet) roundTrip(batch []*scriptCall) {
 		c.due.Store(due)
 	}
 	f.batch.calls.Add(int64(len(batch)))
-	cmds := make([]*redis.Cmd, len(batch))
-	pipe := f.rdb.Pipeline()
-	for i, c := range batch {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		f.batch.trips.Add(1)
-		pipe := f.rdb.Pipeline()
-		for _, i := range again {
-			c := batch[i]
-			cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
+	cmds := f.evalPipelined(ctx, len(batch), func(i int) (*redis.Script, []string, []any) {
+		c := batch[i]
+		return c.script, c.keys, c.args
+	}, func() { f.batch.trips.Add(1) })
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err == nil || isRedisError(err) {
 			f.batch.answer(trip, time.Now()) // Redis is there
@@ -178,6 +161,40 @@ func (f *Fleet) roundTrip(batch []*scriptCall) {
 		res, err := cmds[i].Result()
 		c.done <- reply{ints(res), err}
 	}
+}
+
+// evalPipelined runs n script calls (call(i) gives the i-th's script, keys
+// and args) in one pipeline by their SHA, and again, whole, in a second
+// one, those Redis has lost the script for (NOSCRIPT: a restart, a
+// failover, a SCRIPT FLUSH), calling retrying (if not nil) before that
+// second round trip. Each command carries its own error.
+func (f *Fleet) evalPipelined(ctx context.Context, n int, call func(i int) (*redis.Script, []string, []any), retrying func()) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	pipe := f.rdb.Pipeline()
+	for i := range n {
+		script, keys, args := call(i)
+		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds
+	}
+	if retrying != nil {
+		retrying()
+	}
+	pipe = f.rdb.Pipeline()
+	for _, i := range again {
+		script, keys, args := call(i)
+		cmds[i] = script.Eval(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
 }
 
 // answer records that Redis answered round trip n at now.

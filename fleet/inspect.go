@@ -76,26 +76,9 @@ func (f *Fleet) Inspect(ctx context.Context, keys []string) ([]fleetapi.KeyState
 // does.
 func (f *Fleet) inspect(ctx context.Context, keys []string) []*redis.Cmd {
 	live := liveFor.Microseconds()
-	cmds := make([]*redis.Cmd, len(keys))
-	pipe := f.rdb.Pipeline()
-	for i, key := range keys {
-		cmds[i] = inspectScript.EvalSha(ctx, pipe, f.keys(key), live)
-	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		pipe := f.rdb.Pipeline()
-		for _, i := range again {
-			cmds[i] = inspectScript.Eval(ctx, pipe, f.keys(keys[i]), live)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	return cmds
+	return f.evalPipelined(ctx, len(keys), func(i int) (*redis.Script, []string, []any) {
+		return inspectScript, f.keys(keys[i]), []any{live}
+	}, nil)
 }
 
 // keyState reads inspectScript's reply res, heard at now on this process's

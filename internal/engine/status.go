@@ -100,10 +100,13 @@ func (e *Engine) Status(key string, k *Key, now time.Time) Status {
 	if until := k.pace.PausedUntil(now.UnixNano()); until > 0 {
 		s.Paused = time.Unix(0, until)
 	}
+	if e.cfg.Fleet != nil {
+		s.Members = e.members(k)
+	}
 	quotas, own := k.quotas()
 	share := 1.0
-	if e.cfg.Fleet != nil && len(quotas) > 0 {
-		share = 1 / float64(e.members(k))
+	if s.Members > 0 && len(quotas) > 0 {
+		share = 1 / float64(s.Members)
 	}
 	for i, q := range quotas {
 		limit, paced := q.Status(now, share)
@@ -126,11 +129,8 @@ func (e *Engine) Status(key string, k *Key, now time.Time) Status {
 			s.Limit = ctl.Estimate()
 		}
 	}
-	if e.cfg.Fleet != nil {
-		s.Members = e.members(k)
-	}
 	if math.IsInf(s.Limit, 0) || math.IsNaN(s.Limit) {
-		s.Limit = 0
+		s.Limit, s.Stated = 0, false
 	}
 	if cs := peek(k, costsPart); cs != nil {
 		s.Costs = cs.Status(now)

@@ -156,7 +156,7 @@ func (a *candidate) less(b *candidate) int {
 // way, then the ones refused most in the last minute. Reading it takes a
 // sample if the last is a second old or more. Without history, the page
 // leaves the samples out (the last minute's counts stay).
-func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time.Location) politestatus.Page {
+func (b *Book) Page(now time.Time, n int, search string, history bool) politestatus.Page {
 	if n <= 0 {
 		n = DefaultTop
 	}
@@ -206,7 +206,7 @@ func (b *Book) Page(now time.Time, n int, search string, history bool, loc *time
 				k.History = t.ring.samples()
 			}
 		}
-		k.Reason = politestatus.Reason(&k, now, loc)
+		k.Reason = politestatus.Reason(&k, now, nil) // in the local zone
 		page.Top = append(page.Top, k)
 	}
 	if history {

@@ -20,8 +20,6 @@ var page []byte
 type Handler struct {
 	// Book returns the book to read, made on the first read.
 	Book func() *Book
-	// Loc is the zone the reason lines give times in.
-	Loc *time.Location
 }
 
 // ServeHTTP answers the page.
@@ -49,7 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	p := h.Book().Page(time.Now(), n, q.Get("q"), q.Get("history") != "0", h.Loc)
+	p := h.Book().Page(time.Now(), n, q.Get("q"), q.Get("history") != "0")
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")

@@ -75,11 +75,12 @@ func (c *costs) pendLocked(key string, adj fleetapi.Adjust, older bool) {
 }
 
 // merge returns the adjustment of was and then adj: what they give back,
-// summed, and the lower of their bounds, under adj's quota.
+// summed, and the lower of their bounds (with when the server read it),
+// under adj's quota.
 func merge(was, adj fleetapi.Adjust) fleetapi.Adjust {
 	adj.GiveBack += was.GiveBack
 	if was.Bounded && (!adj.Bounded || was.AtMost < adj.AtMost) {
-		adj.AtMost, adj.Bounded = was.AtMost, true
+		adj.AtMost, adj.Bounded, adj.Read = was.AtMost, true, was.Read
 	}
 	return adj
 }
@@ -106,11 +107,14 @@ func (f *Fleet) flushCosts() {
 			wg.Go(func() {
 				args := []any{grace.Microseconds(), len(units)}
 				for _, adj := range units {
-					most := -1.0
+					most, read := -1.0, -1.0
 					if adj.Bounded {
 						most = max(adj.AtMost, 0)
+						if !adj.Read.IsZero() {
+							read = float64(max(time.Since(adj.Read).Microseconds(), 0))
+						}
 					}
-					args = append(args, adj.Unit, num(adj.GiveBack), num(refillMicros(adj.Limit, adj.Per)), num(adj.Limit), num(most))
+					args = append(args, adj.Unit, num(adj.GiveBack), num(refillMicros(adj.Limit, adj.Per)), num(adj.Limit), num(most), num(read))
 				}
 				if _, err := f.run(context.Background(), "adjust", adjustScript, f.stateKey(key), args...); err != nil {
 					fmu.Lock()

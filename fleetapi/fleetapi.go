@@ -201,6 +201,12 @@ type Adjust struct {
 	// server last said.
 	AtMost  float64
 	Bounded bool
+	// Read, if not zero, is when the server read the quota AtMost
+	// states: the moment the request it answered was sent, at the
+	// earliest. The fleet takes the bound less what it booked for sends
+	// after then, which the server had not counted yet. Zero: the bound
+	// stands as it is.
+	Read time.Time
 }
 
 // Grant is a [Fleet]'s answer to a [Request].

@@ -54,12 +54,29 @@ local notbefore = tonumber(ARGV[12]) or 0
 local prio, channel = tonumber(ARGV[13]) or 0, ARGV[14]
 local f = function(x) return string.format('%.0f', x) end
 local transit = 100000 -- µs: a cost's bucket is taken as full until then after a slot
+-- booked returns list, the slots and amounts a unit's bookings of the
+-- last second (field b.<unit>: "slot:amount,…", oldest first, at most
+-- 256), with amount booked at slot: adjust.lua takes a bound the server
+-- read at a moment less what was booked for sends after it.
+local bookedFor = 1000000 -- µs: how long a booking's slot is kept (adjust.lua's bookedFor)
+local booked = function(list, slot, amount)
+  local out, n = {}, 0
+  for s, a in string.gmatch(list, '(%d+):([%d.]+)') do
+    if tonumber(s) > now - bookedFor then
+      n = n + 1
+      out[n] = s .. ':' .. a
+    end
+  end
+  if n >= 256 then table.remove(out, 1) end
+  out[#out + 1] = f(slot) .. ':' .. string.format('%.3f', amount)
+  return table.concat(out, ',')
+end
 local costs = {}
 for i = 1, (tonumber(ARGV[15]) or 0) do
   local b = 15 + (i - 1) * 4
   local c = {field = 'c.' .. ARGV[b + 1], amount = tonumber(ARGV[b + 2]), ei = tonumber(ARGV[b + 3]), cap = tonumber(ARGV[b + 4])}
-  local st = redis.call('HMGET', KEYS[1], c.field, 'e.' .. ARGV[b + 1])
-  c.tat = tonumber(st[1]) or now
+  local st = redis.call('HMGET', KEYS[1], c.field, 'e.' .. ARGV[b + 1], 'b.' .. ARGV[b + 1])
+  c.tat, c.booked = tonumber(st[1]) or now, st[3] or ''
   if c.tat < now then c.tat = now end
   -- The quota's rate changed (a window learnt): what the bucket lacks, in
   -- units, stays what it was.
@@ -318,7 +335,8 @@ if pause > keep then keep = pause end
 for _, c in ipairs(costs) do
   if slot + transit > c.tat then c.tat = slot + transit end
   c.tat = c.tat + c.amount * c.ei
-  redis.call('HSET', KEYS[1], c.field, f(c.tat), 'e.' .. string.sub(c.field, 3), string.format('%.17g', c.ei))
+  local unit = string.sub(c.field, 3)
+  redis.call('HSET', KEYS[1], c.field, f(c.tat), 'e.' .. unit, string.format('%.17g', c.ei), 'b.' .. unit, booked(c.booked, slot, c.amount))
   if c.tat > keep then keep = c.tat end
 end
 if n > 0 then

@@ -335,8 +335,10 @@ func (cs *Costs) waitLocked(now time.Time, need, own units.Vec) time.Duration {
 
 // sync takes q into b (see Costs.sync; since, early and late are the
 // ledger's reading for b's unit), and reports whether the level rose and
-// the most the reading allows the bucket to hold now (NaN if b's limit is
-// unknown). The
+// what the server had left by the reading, brought to now, before
+// anything taken after the request was sent: the most a fleet's bucket
+// holds now, less what it booked for sends since then (NaN if b's limit
+// is unknown). The
 // level is kept where it is if it lies within what the reading allows,
 // and brought to the nearest bound of that if not: the ledger knows the
 // key's own takings better than a reading whose turn is uncertain.
@@ -376,9 +378,9 @@ func (b *costBucket) sync(now, sent time.Time, q signals.Quota, own, since, earl
 		b.level = hi
 	case b.level < lo:
 		b.level = lo
-		return true, hi
+		return true, base
 	}
-	return false, hi
+	return false, base
 }
 
 // wakeHeadLocked wakes the first waiting request, to see whether its cost

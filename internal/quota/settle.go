@@ -47,7 +47,7 @@ func (cs *Costs) give(h *Hold, actual units.Vec, now time.Time) bool {
 	}
 	cs.ledger.add(now.UnixNano(), d)
 	cs.wakeHeadLocked()
-	a := cs.adjustsLocked(h, d, nil)
+	a := cs.adjustsLocked(h, d, nil, time.Time{})
 	cs.mu.Unlock()
 	h.tellFleet(a)
 	return true
@@ -73,7 +73,7 @@ func (cs *Costs) retract(h *Hold) bool {
 		e.d = units.Vec{}
 	}
 	cs.endProbeLocked(h) // wakes the head
-	a := cs.adjustsLocked(h, h.cost, nil)
+	a := cs.adjustsLocked(h, h.cost, nil, time.Time{})
 	cs.mu.Unlock()
 	h.tellFleet(a)
 	return true
@@ -89,7 +89,8 @@ func (cs *Costs) retract(h *Hold) bool {
 // be at least what was left and own.
 //
 // Under a fleet that books the costs, f and key name it: the most each
-// quota can hold now, by the reading, is told to it.
+// quota can hold now, by the reading, is told to it, with when the server
+// read it (sent: the fleet takes off what it booked for sends after it).
 func (cs *Costs) sync(now time.Time, sent Mark, quotas []signals.Quota, own units.Vec, ownSeq uint64, f fleetapi.Fleet, key string) {
 	if len(quotas) == 0 {
 		return
@@ -112,7 +113,7 @@ func (cs *Costs) sync(now time.Time, sent Mark, quotas []signals.Quota, own unit
 	}
 	var a []fleetapi.Adjust
 	if f != nil {
-		a = cs.adjustsLocked(&Hold{fleet: f, key: key}, units.Vec{}, &atMost)
+		a = cs.adjustsLocked(&Hold{fleet: f, key: key}, units.Vec{}, &atMost, sent.at)
 	}
 	cs.mu.Unlock()
 	if len(a) > 0 {
@@ -155,9 +156,10 @@ func (cs *Costs) answered(h *Hold, now time.Time) {
 // the server's answers set.
 
 // adjustsLocked returns what to tell h's fleet, if it booked h: the costs
-// given back (below 0: taken), and the bounds atMost sets (NaN: none),
-// for each unit whose quota the fleet keeps. It requires cs.mu held.
-func (cs *Costs) adjustsLocked(h *Hold, give units.Vec, atMost *units.Vec) []fleetapi.Adjust {
+// given back (below 0: taken), and the bounds atMost sets (NaN: none) as
+// the server read them at read, for each unit whose quota the fleet keeps.
+// It requires cs.mu held.
+func (cs *Costs) adjustsLocked(h *Hold, give units.Vec, atMost *units.Vec, read time.Time) []fleetapi.Adjust {
 	if h == nil || h.fleet == nil {
 		return nil
 	}
@@ -170,7 +172,7 @@ func (cs *Costs) adjustsLocked(h *Hold, give units.Vec, atMost *units.Vec) []fle
 		}
 		adj := fleetapi.Adjust{Unit: units.Unit(u).String(), Limit: b.limit, Per: b.refillTime(), GiveBack: give[u], Bounded: bounded}
 		if bounded {
-			adj.AtMost = atMost[u]
+			adj.AtMost, adj.Read = atMost[u], read
 		}
 		a = append(a, adj)
 	}

@@ -176,7 +176,7 @@ func usageOfTotal(_ *http.Response, tail []byte) (polite.Usage, bool) {
 // booked through Redis, their costs keep to the bucket together, with
 // what each answer did not use given back, and the server refuses next to
 // nothing (0.975-1.012 of the quota, 0% refused, in 25 runs of 25 on
-// 2026-12-06). It had been refused 2-15% in about one run of eight: the
+// 2026-12-06). It had been refused 2-15% in about one run of ten: the
 // first sends, gone before the quota was known, are not booked, and each
 // bound the server's answers set Redis's bucket to forgot the sends
 // booked ahead of it, so that the bucket never came down to the server's

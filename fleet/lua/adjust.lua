@@ -13,7 +13,7 @@
 -- booked ahead (as under load they are) forgot them at each bound, and a
 -- bucket that held more than the server's (sends gone before the quota
 -- was known, unbooked) was never brought down to it (2 to 15% refused in
--- 1 run of 8 of TestFleetSharesATokenQuota). A bound read longer ago
+-- 1 run of 10 of TestFleetSharesATokenQuota). A bound read longer ago
 -- than reserve.lua keeps its bookings is not applied. It replies the
 -- number of units adjusted.
 

@@ -39,6 +39,27 @@ func BenchmarkReserve(b *testing.B) {
 	reportLatency(b, lat)
 }
 
+// A booking that costs tokens too, back to back: each keeps the unit's
+// bookings of the last second (at most 256, all of them here) for the
+// bounds the server's answers set (see adjust.lua), against a booking of
+// requests alone (BenchmarkReserve), in the same run:
+//
+//	REDIS_ADDR=127.0.0.1:6379 go test -run '^$' -bench 'Reserve' -count 6 ./fleet
+func BenchmarkReserveWithCost(b *testing.B) {
+	f := newFleet(b, newClient(b, sharedAddr(b)), fleet.WithNamespace(uniqueNamespace(b)), fleet.WithLease(0))
+	r := fleetapi.Request{PerSecond: 1e9, Burst: 1, MaxWait: -1, Costs: []fleetapi.Cost{{Unit: polite.UnitTokens, Amount: 1, Limit: 1e9, Per: time.Second}}}
+	lat := make([]time.Duration, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		if _, err := f.Reserve(ctx, "api.example", r); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportLatency(b, lat)
+}
+
 func BenchmarkRedisGet(b *testing.B) {
 	rdb := newClient(b, sharedAddr(b))
 	lat := make([]time.Duration, 0, 1024)
